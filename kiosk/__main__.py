@@ -1,0 +1,3 @@
+from kiosk.cli import main
+
+raise SystemExit(main())

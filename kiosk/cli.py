@@ -1,0 +1,41 @@
+"""Command line: ``kiosk run|config|detect|swap|models|doctor``. Parses arguments and hands over."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# Modules that add sub-commands; each has ``register(subparsers)`` and sets ``func`` on its parsers.
+_COMMAND_MODULES = (
+    "kiosk.commands",
+    "kiosk.inference.cli",
+    "kiosk.appliance.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kiosk", description="Real-time face-swap kiosk.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # the optional command module is not there yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130

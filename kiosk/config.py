@@ -1,0 +1,253 @@
+"""The kiosk's configuration: one YAML file validated by pydantic.
+
+Every section is a frozen pydantic model with ``extra="forbid"``, bounds and a description
+per field. :func:`load_config` returns a :class:`KioskConfig` or raises :class:`ConfigError`
+whose ``problems`` are one-line messages of the form ``file:line: key.path: message``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+Rotation = Literal[0, 90, 180, 270]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class CameraConfig(_Section):
+    device: int | str = Field(0, description="Camera index (0, 1, ...) or device path such as /dev/video0.")
+    width: int = Field(1280, ge=160, le=7680, description="Requested capture width in pixels.")
+    height: int = Field(720, ge=120, le=4320, description="Requested capture height in pixels.")
+    fps: float = Field(30.0, gt=0, le=240, description="Requested capture rate in frames per second.")
+    fourcc: str | None = Field(
+        "MJPG", description="Four-character pixel format to request (MJPG, YUYV, ...); null keeps the driver's."
+    )
+
+    @field_validator("fourcc")
+    @classmethod
+    def _fourcc_len(cls, v: str | None) -> str | None:
+        if v is not None and len(v) != 4:
+            raise ValueError("must be exactly four characters, e.g. MJPG")
+        return v
+
+
+class SyntheticConfig(_Section):
+    width: int = Field(1280, ge=64, le=7680, description="Width of the generated pattern in pixels.")
+    height: int = Field(720, ge=64, le=4320, description="Height of the generated pattern in pixels.")
+    fps: float = Field(30.0, gt=0, le=240, description="Rate at which pattern frames are produced.")
+
+
+class SourceConfig(_Section):
+    kind: Literal["camera", "video", "image", "synthetic"] = Field(
+        "camera", description="Where frames come from."
+    )
+    camera: CameraConfig = Field(default_factory=CameraConfig)  # type: ignore[arg-type]
+    path: str | None = Field(None, description="Video or image file, for kind video/image.")
+    synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)  # type: ignore[arg-type]
+    mirror: bool = Field(True, description="Flip horizontally, so visitors see themselves as in a mirror.")
+    rotate: Rotation = Field(0, description="Rotate captured frames clockwise by this many degrees.")
+    reconnect_initial_s: float = Field(0.5, gt=0, le=60, description="First retry delay after a source fails.")
+    reconnect_max_s: float = Field(5.0, gt=0, le=600, description="Longest retry delay (exponential back-off).")
+
+
+class DisplayConfig(_Section):
+    fullscreen: bool = Field(False, description="Fullscreen on `monitor` (booth) or a window (desk).")
+    monitor: int = Field(0, ge=0, le=16, description="Index of the monitor used in fullscreen.")
+    width: int = Field(1280, ge=160, le=7680, description="Window width (windowed mode, headless render size).")
+    height: int = Field(720, ge=120, le=4320, description="Window height (windowed mode, headless render size).")
+    fit: Literal["fit", "fill"] = Field("fit", description="fit: letterbox the whole frame; fill: crop to fill.")
+    rotate: Rotation = Field(0, description="Rotate the picture on screen clockwise (portrait screens).")
+    vsync: bool = Field(True, description="Wait for the display's vertical sync when presenting.")
+    title: str = Field("faceswap-kiosk", description="Window title.")
+    frame_mode: Literal["synced", "live"] = Field(
+        "synced",
+        description="synced: show the frame the faces were computed on; live: newest camera frame (lower latency).",
+    )
+    text_scale: float = Field(1.0, gt=0.1, le=10, description="Multiplier for on-screen text size.")
+
+
+class ProvidersConfig(_Section):
+    order: list[Literal["tensorrt", "cuda", "cpu"]] = Field(
+        default_factory=lambda: ["cuda", "cpu"],
+        min_length=1,
+        description="ONNX Runtime providers in order of preference; unusable ones fall back (logged loudly).",
+    )
+    device_id: int = Field(0, ge=0, le=15, description="GPU index for CUDA/TensorRT.")
+    intra_op_threads: int = Field(0, ge=0, le=256, description="Threads per session (0: ONNX Runtime decides).")
+    trt_cache_dir: str = Field("models/trt_cache", description="TensorRT engine cache folder.")
+    trt_fp16: bool = Field(True, description="Build TensorRT engines in fp16.")
+    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = Field(
+        "HEURISTIC", description="cuDNN convolution algorithm search for the CUDA provider."
+    )
+
+
+class ModelsConfig(_Section):
+    dir: str = Field("models", description="Folder holding the model files (relative to the config file).")
+    detector: str = Field("det_10g.onnx", description="Face detector (SCRFD/RetinaFace/YuNet) file or path.")
+    embedder: str = Field("w600k_r50.onnx", description="ArcFace embedder file or path.")
+    swapper: str = Field("inswapper_128.onnx", description="InSwapper file or path.")
+    enhancer: str | None = Field("GFPGANv1.4.onnx", description="GFPGAN file or path; null disables it.")
+    providers: ProvidersConfig = Field(default_factory=ProvidersConfig)  # type: ignore[arg-type]
+
+
+class ProcessingConfig(_Section):
+    enabled: bool = Field(True, description="Run the face pipeline; false shows the camera unchanged.")
+    source_face: str | None = Field(
+        None, description="Image of the face to swap in (relative to the config file)."
+    )
+    det_size: int = Field(640, ge=128, le=1920, multiple_of=32, description="Detector input size (square).")
+    det_threshold: float = Field(0.5, ge=0.05, le=0.99, description="Minimum face score.")
+    max_faces: int = Field(4, ge=1, le=32, description="Most faces swapped per frame.")
+    enhance: bool = Field(False, description="Restore swapped faces with GFPGAN.")
+    enhance_blend: float = Field(1.0, ge=0.0, le=1.0, description="Strength of the enhancer (0..1).")
+
+
+class ControlsConfig(_Section):
+    keyboard: dict[str, list[str]] = Field(
+        default_factory=lambda: {
+            "toggle_debug": ["D", "F1"],
+            "quit": ["ESCAPE"],
+        },
+        description="Action → list of glfw key names (A..Z, 0..9, F1.., ESCAPE, LEFT, RIGHT, SPACE, ...).",
+    )
+    allow_quit: bool | None = Field(
+        None, description="Let the quit key close the kiosk; null: only when not fullscreen."
+    )
+
+
+class OverlayConfig(_Section):
+    debug: bool = Field(False, description="Show the debug statistics overlay at start.")
+    status_line: bool = Field(True, description="Show the one-line status at the bottom of the screen.")
+
+
+class LoggingConfig(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="Log level.")
+    file: str | None = Field(None, description="Also log to this file (rotated), relative to the config.")
+
+
+class KioskConfig(_Section):
+    source: SourceConfig = Field(default_factory=SourceConfig)  # type: ignore[arg-type]
+    display: DisplayConfig = Field(default_factory=DisplayConfig)  # type: ignore[arg-type]
+    processing: ProcessingConfig = Field(default_factory=ProcessingConfig)  # type: ignore[arg-type]
+    models: ModelsConfig = Field(default_factory=ModelsConfig)  # type: ignore[arg-type]
+    controls: ControlsConfig = Field(default_factory=ControlsConfig)  # type: ignore[arg-type]
+    overlay: OverlayConfig = Field(default_factory=OverlayConfig)  # type: ignore[arg-type]
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)  # type: ignore[arg-type]
+    #: Folder of the YAML file; relative paths in the config resolve against it. Not a YAML key.
+    base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
+
+    def resolve(self, path: str | Path) -> Path:
+        """Resolve a path from the config relative to the config file's folder."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p)
+
+
+@dataclass
+class ConfigError(Exception):
+    """A config file could not be loaded. ``problems`` holds one line per problem."""
+
+    path: str
+    problems: list[str]
+
+    def __str__(self) -> str:
+        return "\n".join(self.problems)
+
+
+def _line_index(node: yaml.Node | None, prefix: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
+    """Map each key path in a composed YAML document to its 1-based line number."""
+    out: dict[tuple[Any, ...], int] = {}
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            path = (*prefix, key)
+            out[path] = key_node.start_mark.line + 1
+            out.update(_line_index(value_node, path))
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            path = (*prefix, i)
+            out[path] = item.start_mark.line + 1
+            out.update(_line_index(item, path))
+    return out
+
+
+def _describe(err: dict[str, Any]) -> str:
+    kind = err["type"]
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return "unknown key (remove it or check the spelling; `kiosk config show` lists the valid keys)"
+    if kind == "literal_error" and "expected" in ctx:
+        options = str(ctx["expected"]).replace("'", "").replace(" or ", ", ")
+        return f"must be one of {options}"
+    msg = str(err["msg"])
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, ") :]
+    return msg[:1].lower() + msg[1:]
+
+
+def _format_loc(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str]:
+    """Drop pydantic's union/type tags from a location and render it as ``a.b[0].c``."""
+    clean: list[Any] = []
+    for part in loc:
+        if isinstance(part, str) and (part in {"int", "str", "float", "bool", "none"} or "[" in part):
+            continue
+        clean.append(part)
+    text = ""
+    for part in clean:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return tuple(clean), text or "(top level)"
+
+
+def parse_config(text: str, path: str = "<config>", base_dir: Path | None = None) -> KioskConfig:
+    """Validate YAML ``text``; raise :class:`ConfigError` with one line per problem."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(path, [f"{path}{line}: YAML syntax error: {problem} (fix the indentation/quoting)"]) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(path, [f"{path}:1: the file must be a mapping of sections (source:, display:, ...)"])
+    lines = _line_index(node)
+    try:
+        cfg = KioskConfig.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc, text_loc = _format_loc(tuple(err["loc"]))
+            line = None
+            for n in range(len(loc), 0, -1):
+                if loc[:n] in lines:
+                    line = lines[loc[:n]]
+                    break
+            where = f"{path}:{line}" if line else path
+            problems.append(f"{where}: {text_loc}: {_describe(err)}")
+        raise ConfigError(path, problems) from None
+    return cfg.model_copy(update={"base_dir": base_dir or Path.cwd()})
+
+
+def load_config(path: str | Path) -> KioskConfig:
+    """Read and validate the YAML file at ``path``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(str(p), [f"{p}: config file not found (check the path; see configs/ for examples)"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(p), [f"{p}: cannot read the config file: {exc}"]) from None
+    return parse_config(text, str(p), base_dir=p.resolve().parent)
+
+
+def dump_config(cfg: KioskConfig) -> str:
+    """The effective config as YAML, defaults filled in."""
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

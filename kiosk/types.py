@@ -1,0 +1,62 @@
+"""Array aliases and the small immutable records that cross thread boundaries.
+
+Pixels live in preallocated numpy arrays owned by triple-buffer slots; the records here
+only carry metadata plus references to those arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+#: (H, W, 3) uint8, OpenCV channel order.
+FrameBGR = NDArray[np.uint8]
+#: (5, 2) float32 keypoints in pixels: left eye, right eye, nose, left mouth, right mouth.
+Landmarks5 = NDArray[np.float32]
+#: (512,) float32, L2-normalised ArcFace embedding.
+Embedding = NDArray[np.float32]
+#: (2, 3) float64/float32 affine matrix mapping frame pixels to crop pixels.
+Affine2x3 = NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Face:
+    """One detected face in frame pixels."""
+
+    box_xyxy: NDArray[np.float32]
+    score: float
+    kps: Landmarks5
+
+
+@dataclass
+class CapturedFrame:
+    """A slot of the capture triple buffer. ``frame_bgr`` is reused between publications."""
+
+    frame_bgr: FrameBGR
+    seq: int = 0
+    #: time.perf_counter() at which the frame was read from the source.
+    t_capture: float = 0.0
+
+
+@dataclass
+class SwappedFace:
+    """A swapped face crop and the affine that maps frame pixels to crop pixels."""
+
+    crop_bgr: FrameBGR
+    affine: Affine2x3
+    face: Face
+
+
+@dataclass
+class SwapResult:
+    """A slot of the processing triple buffer: the composited frame and what it came from."""
+
+    frame_bgr: FrameBGR
+    seq: int = 0
+    t_capture: float = 0.0
+    t_processed: float = 0.0
+    faces: list[SwappedFace] = field(default_factory=list)
+    #: Short human message from the processing stage (e.g. "models missing: run kiosk models fetch").
+    notice: str = ""
