@@ -27,7 +27,8 @@ class CameraConfig(_Section):
     height: int = Field(720, ge=120, le=4320, description="Requested capture height in pixels.")
     fps: float = Field(30.0, gt=0, le=240, description="Requested capture rate in frames per second.")
     fourcc: str | None = Field(
-        "MJPG", description="Four-character pixel format to request (MJPG, YUYV, ...); null keeps the driver's."
+        "MJPG",
+        description="Four-character pixel format to request (MJPG, YUYV, ...); null keeps the driver's.",
     )
 
     @field_validator("fourcc")
@@ -51,24 +52,39 @@ class SourceConfig(_Section):
     camera: CameraConfig = Field(default_factory=CameraConfig)  # type: ignore[arg-type]
     path: str | None = Field(None, description="Video or image file, for kind video/image.")
     synthetic: SyntheticConfig = Field(default_factory=SyntheticConfig)  # type: ignore[arg-type]
+    image_fps: float = Field(
+        30.0, gt=0, le=240, description="Rate at which a still image (kind image) is delivered."
+    )
     mirror: bool = Field(True, description="Flip horizontally, so visitors see themselves as in a mirror.")
     rotate: Rotation = Field(0, description="Rotate captured frames clockwise by this many degrees.")
-    reconnect_initial_s: float = Field(0.5, gt=0, le=60, description="First retry delay after a source fails.")
-    reconnect_max_s: float = Field(5.0, gt=0, le=600, description="Longest retry delay (exponential back-off).")
+    reconnect_initial_s: float = Field(
+        0.5, gt=0, le=60, description="First retry delay after a source fails."
+    )
+    reconnect_max_s: float = Field(
+        5.0, gt=0, le=600, description="Longest retry delay (exponential back-off)."
+    )
 
 
 class DisplayConfig(_Section):
     fullscreen: bool = Field(False, description="Fullscreen on `monitor` (booth) or a window (desk).")
     monitor: int = Field(0, ge=0, le=16, description="Index of the monitor used in fullscreen.")
-    width: int = Field(1280, ge=160, le=7680, description="Window width (windowed mode, headless render size).")
-    height: int = Field(720, ge=120, le=4320, description="Window height (windowed mode, headless render size).")
-    fit: Literal["fit", "fill"] = Field("fit", description="fit: letterbox the whole frame; fill: crop to fill.")
+    width: int = Field(
+        1280, ge=160, le=7680, description="Window width (windowed mode, headless render size)."
+    )
+    height: int = Field(
+        720, ge=120, le=4320, description="Window height (windowed mode, headless render size)."
+    )
+    fit: Literal["fit", "fill"] = Field(
+        "fit", description="fit: letterbox the whole frame; fill: crop to fill."
+    )
     rotate: Rotation = Field(0, description="Rotate the picture on screen clockwise (portrait screens).")
     vsync: bool = Field(True, description="Wait for the display's vertical sync when presenting.")
     title: str = Field("faceswap-kiosk", description="Window title.")
-    frame_mode: Literal["synced", "live"] = Field(
-        "synced",
-        description="synced: show the frame the faces were computed on; live: newest camera frame (lower latency).",
+    max_fps: float = Field(
+        60.0,
+        ge=0,
+        le=1000,
+        description="Cap on the render rate when not paced by vsync (headless); 0: no cap.",
     )
     text_scale: float = Field(1.0, gt=0.1, le=10, description="Multiplier for on-screen text size.")
 
@@ -80,7 +96,9 @@ class ProvidersConfig(_Section):
         description="ONNX Runtime providers in order of preference; unusable ones fall back (logged loudly).",
     )
     device_id: int = Field(0, ge=0, le=15, description="GPU index for CUDA/TensorRT.")
-    intra_op_threads: int = Field(0, ge=0, le=256, description="Threads per session (0: ONNX Runtime decides).")
+    intra_op_threads: int = Field(
+        0, ge=0, le=256, description="Threads per session (0: ONNX Runtime decides)."
+    )
     trt_cache_dir: str = Field("models/trt_cache", description="TensorRT engine cache folder.")
     trt_fp16: bool = Field(True, description="Build TensorRT engines in fp16.")
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = Field(
@@ -213,16 +231,20 @@ def parse_config(text: str, path: str = "<config>", base_dir: Path | None = None
         mark = getattr(exc, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(path, [f"{path}{line}: YAML syntax error: {problem} (fix the indentation/quoting)"]) from None
+        raise ConfigError(
+            path, [f"{path}{line}: YAML syntax error: {problem} (fix the indentation/quoting)"]
+        ) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(path, [f"{path}:1: the file must be a mapping of sections (source:, display:, ...)"])
+        raise ConfigError(
+            path, [f"{path}:1: the file must be a mapping of sections (source:, display:, ...)"]
+        )
     lines = _line_index(node)
     try:
         cfg = KioskConfig.model_validate(data)
     except ValidationError as exc:
-        problems = []
+        problems: list[tuple[int, str]] = []
         for err in exc.errors():
             loc, text_loc = _format_loc(tuple(err["loc"]))
             line = None
@@ -231,8 +253,8 @@ def parse_config(text: str, path: str = "<config>", base_dir: Path | None = None
                     line = lines[loc[:n]]
                     break
             where = f"{path}:{line}" if line else path
-            problems.append(f"{where}: {text_loc}: {_describe(err)}")
-        raise ConfigError(path, problems) from None
+            problems.append((line or 0, f"{where}: {text_loc}: {_describe(err)}"))
+        raise ConfigError(path, [text for _, text in sorted(problems, key=lambda p: p[0])]) from None
     return cfg.model_copy(update={"base_dir": base_dir or Path.cwd()})
 
 
@@ -242,7 +264,9 @@ def load_config(path: str | Path) -> KioskConfig:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(str(p), [f"{p}: config file not found (check the path; see configs/ for examples)"]) from None
+        raise ConfigError(
+            str(p), [f"{p}: config file not found (check the path; see configs/ for examples)"]
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(p), [f"{p}: cannot read the config file: {exc}"]) from None
     return parse_config(text, str(p), base_dir=p.resolve().parent)

@@ -1,0 +1,3 @@
+from kiosk.sync.triple_buffer import TripleBuffer
+
+__all__ = ["TripleBuffer"]

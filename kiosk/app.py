@@ -1,0 +1,289 @@
+"""Wiring: builds every stage and buffer, runs the render loop on the main thread, owns stop.
+
+    capture thread ──TripleBuffer[CapturedFrame]──► inference thread ──TripleBuffer[SwapResult]──► render loop
+
+The render loop never waits for inference: each iteration takes the newest processed frame
+if there is one, redraws at the display rate, and shows why when frames stop coming.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kiosk.capture.sources import Source, make_source
+from kiosk.capture.thread import CaptureThread, new_captured_frame
+from kiosk.config import KioskConfig
+from kiosk.processing import PassThrough, Processor
+from kiosk.runtime import InferenceThread, new_swap_result
+from kiosk.stats import LatencyRecorder, RateMeter
+from kiosk.sync import TripleBuffer
+from kiosk.types import CapturedFrame, SwapResult
+
+log = logging.getLogger(__name__)
+
+#: No processed frame for this long while capture runs → say so on screen.
+STALL_S = 3.0
+
+
+@dataclass
+class RunOptions:
+    headless: bool = False
+    frames: int = 0  # exit after this many rendered frames (0: run until stopped)
+    seconds: float = 0.0  # exit after this long (0: run until stopped)
+    screenshot: Path | None = None
+    stats_json: Path | None = None
+    stats_interval_s: float = 0.0  # also rewrite stats_json this often while running
+
+
+def default_processor_factory(cfg: KioskConfig) -> Callable[[], Processor]:
+    """The face pipeline when processing is enabled, else a pass-through."""
+
+    def build() -> Processor:
+        if not cfg.processing.enabled:
+            return PassThrough()
+        from kiosk.pipeline import build_processor
+
+        return build_processor(cfg)
+
+    return build
+
+
+class KioskApp:
+    def __init__(
+        self,
+        cfg: KioskConfig,
+        opts: RunOptions,
+        source_factory: Callable[[], Source] | None = None,
+        processor_factory: Callable[[], Processor] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.opts = opts
+        self.stop = threading.Event()
+        self.capture_buf: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
+        self.result_buf: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
+        self._source_factory = source_factory or (lambda: make_source(cfg.source, cfg.base_dir))
+        self._processor_factory = processor_factory or default_processor_factory(cfg)
+        self.capture = self._new_capture()
+        self.inference = self._new_inference()
+        self.render_rate = RateMeter()
+        self.latency_ms = LatencyRecorder()
+        self.show_debug = cfg.overlay.debug
+        self.thread_restarts = 0
+        self._t_start = 0.0
+        self._t_last_result = 0.0
+        self._last_notice = ""
+
+    # -- threads ---------------------------------------------------------------------------
+    def _new_capture(self) -> CaptureThread:
+        return CaptureThread(self.cfg.source, self._source_factory, self.capture_buf, self.stop)
+
+    def _new_inference(self) -> InferenceThread:
+        return InferenceThread(self._processor_factory, self.capture_buf, self.result_buf, self.stop)
+
+    def _supervise(self) -> None:
+        """Restart a worker thread that died (they catch everything, so this is a last resort)."""
+        if not self.capture.is_alive() and not self.stop.is_set():
+            log.error("capture thread died; restarting it")
+            self.thread_restarts += 1
+            self.capture = self._new_capture()
+            self.capture.start()
+        if not self.inference.is_alive() and not self.stop.is_set():
+            log.error("inference thread died; restarting it")
+            self.thread_restarts += 1
+            self.inference = self._new_inference()
+            self.inference.start()
+
+    # -- overlay ---------------------------------------------------------------------------
+    def overlay_texts(self, now: float) -> dict[str, Any]:
+        cap = self.capture
+        message = ""
+        if cap.state == "reconnecting" or (cap.state == "starting" and now - self._t_start > 1.0):
+            what = "Camera" if self.cfg.source.kind == "camera" else "Video source"
+            message = f"{what} unavailable — reconnecting…"
+            if cap.last_error:
+                message += f"\n{cap.last_error}"
+        notice = self._last_notice
+        if cap.state == "running" and self._t_last_result and now - self._t_last_result > STALL_S:
+            notice = f"processing stalled for {now - self._t_last_result:.0f} s; showing the last frame"
+        status = f"{cap.description or self.cfg.source.kind} · {self.inference.processor_name}"
+        debug: list[str] = []
+        if self.show_debug:
+            p50 = self.latency_ms.percentile(50)
+            p95 = self.latency_ms.percentile(95)
+            proc_p50 = self.inference.process_ms.percentile(50)
+            debug = [
+                f"capture  {cap.rate.fps:5.1f} fps  ({cap.state}, reconnects {cap.reconnects})",
+                f"process  {self.inference.rate.fps:5.1f} fps  "
+                + (f"{proc_p50:.1f} ms p50" if proc_p50 is not None else "-"),
+                f"render   {self.render_rate.fps:5.1f} fps",
+                f"dropped  capture→process {self.capture_buf.dropped}  process→display {self.result_buf.dropped}",
+                "latency  capture→display "
+                + (f"p50 {p50:.1f} ms  p95 {p95:.1f} ms" if p50 is not None and p95 is not None else "-"),
+                f"stage    {self.inference.processor_name}  errors {self.inference.errors}",
+            ]
+        return {
+            "status": status if self.cfg.overlay.status_line else "",
+            "message": message,
+            "notice": notice,
+            "debug_lines": debug,
+        }
+
+    # -- stats -----------------------------------------------------------------------------
+    def stats(self) -> dict[str, Any]:
+        elapsed = time.perf_counter() - self._t_start if self._t_start else 0.0
+
+        def ms(v: float | None) -> float | None:
+            return None if v is None else round(v, 2)
+
+        return {
+            "duration_s": round(elapsed, 3),
+            "frames": {
+                "captured": self.capture.rate.count,
+                "processed": self.inference.rate.count,
+                "rendered": self.render_rate.count,
+            },
+            "dropped": {
+                "capture_to_processing": self.capture_buf.dropped,
+                "processing_to_display": self.result_buf.dropped,
+                "total": self.capture_buf.dropped + self.result_buf.dropped,
+            },
+            "fps": {
+                "capture": round(self.capture.rate.mean_fps, 2),
+                "processing": round(self.inference.rate.mean_fps, 2),
+                "render": round(self.render_rate.mean_fps, 2),
+            },
+            "latency_ms": {
+                "capture_to_display_p50": ms(self.latency_ms.percentile(50)),
+                "capture_to_display_p95": ms(self.latency_ms.percentile(95)),
+                "process_p50": ms(self.inference.process_ms.percentile(50)),
+                "process_p95": ms(self.inference.process_ms.percentile(95)),
+                "samples": self.latency_ms.count,
+            },
+            "source": {
+                "description": self.capture.description,
+                "state": self.capture.state,
+                "reconnects": self.capture.reconnects,
+                "last_error": self.capture.last_error,
+            },
+            "processing": {
+                "stage": self.inference.processor_name,
+                "errors": self.inference.errors,
+                "restarts": self.inference.restarts,
+                "last_error": self.inference.last_error,
+                "notice": self._last_notice,
+            },
+            "thread_restarts": self.thread_restarts,
+        }
+
+    def write_stats(self) -> None:
+        if self.opts.stats_json is None:
+            return
+        path = self.opts.stats_json
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.stats(), indent=2) + "\n")
+        tmp.replace(path)
+
+    # -- main loop -------------------------------------------------------------------------
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def on_signal(signum: int, _frame: object) -> None:
+            log.info("signal %d: shutting down", signum)
+            self.stop.set()
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+
+    def _handle_keys(self, keys: list[str]) -> None:
+        bindings = self.cfg.controls.keyboard
+        allow_quit = self.cfg.controls.allow_quit
+        if allow_quit is None:
+            allow_quit = not self.cfg.display.fullscreen
+        for key in keys:
+            if key in bindings.get("toggle_debug", []):
+                self.show_debug = not self.show_debug
+            elif key in bindings.get("quit", []) and allow_quit:
+                log.info("quit key pressed")
+                self.stop.set()
+
+    def run(self) -> int:
+        from kiosk.render.renderer import OverlayState, Renderer
+        from kiosk.render.window import open_surface, save_png
+
+        surface = open_surface(self.cfg.display, headless=self.opts.headless)
+        renderer = Renderer(surface.ctx, self.cfg.display)
+        self._install_signal_handlers()
+        self._t_start = time.perf_counter()
+        self.capture.start()
+        self.inference.start()
+        cap_fps = self.cfg.display.max_fps
+        period = 1.0 / cap_fps if cap_fps > 0 else 0.0
+        next_tick = time.perf_counter()
+        next_stats = self._t_start + self.opts.stats_interval_s
+        next_supervise = self._t_start + 1.0
+        overlay = OverlayState()
+        try:
+            while not self.stop.is_set():
+                self._handle_keys(surface.poll_events())
+                if surface.should_close():
+                    break
+                result = self.result_buf.read()
+                if result is not None:
+                    renderer.set_frame(result.frame_bgr)
+                    self._last_notice = result.notice
+                    self._t_last_result = time.perf_counter()
+                now = time.perf_counter()
+                overlay = OverlayState(**self.overlay_texts(now))
+                size = surface.begin_frame()
+                renderer.draw(size, overlay)
+                surface.end_frame()
+                t_shown = time.perf_counter()
+                self.render_rate.tick(t_shown)
+                if result is not None:
+                    self.latency_ms.add((t_shown - result.t_capture) * 1000.0)
+                if self.opts.frames and self.render_rate.count >= self.opts.frames:
+                    break
+                if self.opts.seconds and t_shown - self._t_start >= self.opts.seconds:
+                    break
+                if self.opts.stats_interval_s and t_shown >= next_stats:
+                    self.write_stats()
+                    next_stats = t_shown + self.opts.stats_interval_s
+                if t_shown >= next_supervise:
+                    self._supervise()
+                    next_supervise = t_shown + 1.0
+                if period:
+                    next_tick += period
+                    delay = next_tick - time.perf_counter()
+                    if delay > 0:
+                        time.sleep(delay)
+                    elif delay < -0.25:
+                        next_tick = time.perf_counter()
+            if self.opts.screenshot is not None:
+                size = surface.begin_frame()
+                renderer.draw(size, overlay)
+                save_png(self.opts.screenshot, surface.read_rgb())
+        finally:
+            self.shutdown()
+            self.write_stats()
+            renderer.release()
+            surface.close()
+        return 0
+
+    def shutdown(self, timeout_s: float = 1.5) -> None:
+        """Stop and join the worker threads (the capture thread releases the camera)."""
+        self.stop.set()
+        deadline = time.perf_counter() + timeout_s
+        for t in (self.capture, self.inference):
+            if t.is_alive():
+                t.join(max(0.0, deadline - time.perf_counter()))
+            if t.is_alive():
+                log.warning("%s thread did not stop within %.1f s", t.name, timeout_s)

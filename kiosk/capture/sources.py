@@ -1,0 +1,255 @@
+"""Frame sources: camera, video file, still image and a synthetic pattern.
+
+A source delivers BGR frames into a caller-provided array when it can (``read(out)``)
+and raises :class:`SourceError` with a one-line, human message when it cannot. Pacing
+(the file's frame rate, the image/synthetic rate) is the source's job; reconnecting is the
+capture thread's.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Protocol
+
+import cv2
+import numpy as np
+
+from kiosk.config import SourceConfig
+from kiosk.types import FrameBGR
+
+log = logging.getLogger(__name__)
+
+
+class SourceError(Exception):
+    """A source cannot deliver frames (yet). The message is one line, for screen and log."""
+
+
+class Source(Protocol):
+    #: Short description for the status line, e.g. "camera 0 1280x720@30".
+    description: str
+
+    def open(self) -> None: ...
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        """Block until the next frame is due and return it (in ``out`` when its shape fits)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class _Pacer:
+    """Sleeps so that successive ticks are ``1/fps`` apart without drifting."""
+
+    def __init__(self, fps: float) -> None:
+        self.period = 1.0 / fps if fps > 0 else 0.0
+        self._next = 0.0
+
+    def wait(self) -> None:
+        now = time.perf_counter()
+        if self._next == 0.0 or now - self._next > 0.25:  # first tick, or we fell far behind
+            self._next = now
+        delay = self._next - now
+        if delay > 0:
+            time.sleep(delay)
+        self._next += self.period
+
+
+class CameraSource:
+    """A V4L2/UVC camera by index or device path."""
+
+    def __init__(self, cfg: SourceConfig) -> None:
+        cam = cfg.camera
+        self.cfg = cam
+        self.description = f"camera {cam.device} {cam.width}x{cam.height}@{cam.fps:g}"
+        self._cap: cv2.VideoCapture | None = None
+
+    def open(self) -> None:
+        cam = self.cfg
+        device = cam.device
+        if isinstance(device, str) and device.isdigit():
+            device = int(device)
+        if isinstance(device, str) and not Path(device).exists():
+            raise SourceError(f"camera {device} not found (plug it in or fix source.camera.device)")
+        cap = cv2.VideoCapture(device, cv2.CAP_V4L2) if isinstance(device, int) else cv2.VideoCapture(device)
+        if not cap.isOpened():
+            cap.release()
+            raise SourceError(f"camera {device} cannot be opened (unplugged, busy, or no permission)")
+        if cam.fourcc:
+            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter_fourcc(*cam.fourcc))
+        cap.set(cv2.CAP_PROP_FRAME_WIDTH, cam.width)
+        cap.set(cv2.CAP_PROP_FRAME_HEIGHT, cam.height)
+        cap.set(cv2.CAP_PROP_FPS, cam.fps)
+        cap.set(cv2.CAP_PROP_BUFFERSIZE, 1)
+        w = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
+        h = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        fps = cap.get(cv2.CAP_PROP_FPS)
+        if (w, h) != (cam.width, cam.height):
+            log.warning(
+                "camera %s delivers %dx%d instead of the requested %dx%d", device, w, h, cam.width, cam.height
+            )
+        self.description = f"camera {device} {w}x{h}@{fps:g}"
+        self._cap = cap
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        if self._cap is None:
+            raise SourceError("camera not open")
+        ok, frame = self._cap.read(out) if out is not None else self._cap.read()
+        if not ok or frame is None:
+            raise SourceError(f"camera {self.cfg.device} stopped delivering frames (unplugged?)")
+        return frame
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
+
+
+class VideoFileSource:
+    """A video file, looped and paced at its own frame rate."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.description = f"video {path.name}"
+        self._cap: cv2.VideoCapture | None = None
+        self._pacer = _Pacer(30.0)
+
+    def open(self) -> None:
+        if not self.path.is_file():
+            raise SourceError(f"{self.path}: video file not found (fix source.path)")
+        cap = cv2.VideoCapture(str(self.path))
+        if not cap.isOpened():
+            cap.release()
+            raise SourceError(f"{self.path}: cannot decode this video (re-encode it as H.264 MP4)")
+        fps = cap.get(cv2.CAP_PROP_FPS)
+        fps = fps if math.isfinite(fps) and 1.0 <= fps <= 240.0 else 30.0
+        self._pacer = _Pacer(fps)
+        w = int(cap.get(cv2.CAP_PROP_FRAME_WIDTH))
+        h = int(cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        self.description = f"video {self.path.name} {w}x{h}@{fps:g}"
+        self._cap = cap
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        if self._cap is None:
+            raise SourceError("video not open")
+        self._pacer.wait()
+        ok, frame = self._cap.read(out) if out is not None else self._cap.read()
+        if not ok:  # end of file: loop
+            if not self.path.is_file():
+                raise SourceError(f"{self.path}: video file disappeared")
+            self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+            ok, frame = self._cap.read(out) if out is not None else self._cap.read()
+            if not ok:
+                raise SourceError(f"{self.path}: cannot read frames from this video")
+        return frame
+
+    def close(self) -> None:
+        if self._cap is not None:
+            self._cap.release()
+            self._cap = None
+
+
+class ImageSource:
+    """A still image, delivered at a steady rate (useful for demos and tests)."""
+
+    def __init__(self, path: Path, fps: float = 30.0) -> None:
+        self.path = path
+        self.description = f"image {path.name}"
+        self._image: FrameBGR | None = None
+        self._pacer = _Pacer(fps)
+
+    def open(self) -> None:
+        if not self.path.is_file():
+            raise SourceError(f"{self.path}: image file not found (fix source.path)")
+        image = cv2.imread(str(self.path), cv2.IMREAD_COLOR)
+        if image is None:
+            raise SourceError(f"{self.path}: not a readable image (use a JPEG or PNG)")
+        self._image = image
+        self.description = f"image {self.path.name} {image.shape[1]}x{image.shape[0]}"
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        if self._image is None:
+            raise SourceError("image not open")
+        self._pacer.wait()
+        if out is None or out.shape != self._image.shape:
+            return self._image.copy()
+        np.copyto(out, self._image)
+        return out
+
+    def close(self) -> None:
+        self._image = None
+
+
+class SyntheticSource:
+    """A moving test pattern: colour gradient, a bouncing disc, a sweeping bar and a counter."""
+
+    def __init__(self, width: int, height: int, fps: float) -> None:
+        self.size = (width, height)
+        self.description = f"synthetic {width}x{height}@{fps:g}"
+        self._pacer = _Pacer(fps)
+        self._fps = fps
+        self._n = 0
+        self._base: FrameBGR | None = None
+
+    def open(self) -> None:
+        w, h = self.size
+        x = np.linspace(0, 1, w, dtype=np.float32)[None, :]
+        y = np.linspace(0, 1, h, dtype=np.float32)[:, None]
+        base = np.empty((h, w, 3), np.uint8)
+        base[..., 0] = (60 + 150 * y * np.ones_like(x)).astype(np.uint8)  # blue grows downwards
+        base[..., 1] = (40 + 100 * x * (1 - y)).astype(np.uint8)
+        base[..., 2] = (60 + 150 * x * np.ones_like(y)).astype(np.uint8)  # red grows to the right
+        step = max(w, h) // 16
+        base[::step, :, :] //= 2
+        base[:, ::step, :] //= 2
+        self._base = base
+        self._n = 0
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        if self._base is None:
+            raise SourceError("synthetic source not open")
+        self._pacer.wait()
+        w, h = self.size
+        frame = out if out is not None and out.shape == self._base.shape else np.empty_like(self._base)
+        np.copyto(frame, self._base)
+        t = self._n / self._fps
+        r = max(8, h // 10)
+        cx = int(r + (w - 2 * r) * (0.5 + 0.5 * math.sin(t * 1.3)))
+        cy = int(r + (h - 2 * r) * (0.5 + 0.5 * math.sin(t * 1.9 + 1.0)))
+        cv2.circle(frame, (cx, cy), r, (40, 220, 250), -1, cv2.LINE_AA)
+        bar_x = int((t * 0.25 % 1.0) * w)
+        frame[:, bar_x : bar_x + max(2, w // 200)] = 255
+        scale = h / 360
+        cv2.putText(
+            frame,
+            f"frame {self._n}",
+            (int(20 * scale), int(h - 20 * scale)),
+            cv2.FONT_HERSHEY_SIMPLEX,
+            scale,
+            (255, 255, 255),
+            max(1, int(2 * scale)),
+            cv2.LINE_AA,
+        )
+        self._n += 1
+        return frame
+
+    def close(self) -> None:
+        self._base = None
+
+
+def make_source(cfg: SourceConfig, base_dir: Path) -> Source:
+    """The source described by ``cfg``; relative paths resolve against ``base_dir``."""
+    if cfg.kind == "camera":
+        return CameraSource(cfg)
+    if cfg.kind == "synthetic":
+        s = cfg.synthetic
+        return SyntheticSource(s.width, s.height, s.fps)
+    if not cfg.path:
+        raise SourceError(f"source.kind is {cfg.kind} but source.path is not set (add source.path: FILE)")
+    path = Path(cfg.path).expanduser()
+    path = path if path.is_absolute() else base_dir / path
+    if cfg.kind == "video":
+        return VideoFileSource(path)
+    return ImageSource(path, cfg.image_fps)

@@ -1,0 +1,105 @@
+"""``kiosk run`` and ``kiosk config check|show``."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import logging
+import logging.handlers
+import sys
+from pathlib import Path
+
+from kiosk.config import ConfigError, KioskConfig, dump_config, load_config
+
+log = logging.getLogger("kiosk")
+
+
+def setup_logging(cfg: KioskConfig) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if cfg.logging.file:
+        path = cfg.resolve(cfg.logging.file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.handlers.RotatingFileHandler(path, maxBytes=10_000_000, backupCount=5))
+    logging.basicConfig(
+        level=cfg.logging.level,
+        format="%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+def _load_or_report(path: str) -> KioskConfig | None:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        for line in exc.problems:
+            print(line, file=sys.stderr)
+        return None
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from kiosk.app import KioskApp, RunOptions
+
+    cfg = _load_or_report(args.config)
+    if cfg is None:
+        return 2
+    setup_logging(cfg)
+    faulthandler.enable()
+    opts = RunOptions(
+        headless=args.headless,
+        frames=args.frames,
+        seconds=args.seconds,
+        screenshot=Path(args.screenshot) if args.screenshot else None,
+        stats_json=Path(args.stats_json) if args.stats_json else None,
+        stats_interval_s=args.stats_interval,
+    )
+    from kiosk.render.window import DisplayError
+
+    try:
+        return KioskApp(cfg, opts).run()
+    except DisplayError as exc:
+        print(f"kiosk: {exc}", file=sys.stderr)
+        return 3
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    cfg = _load_or_report(args.file)
+    if cfg is None:
+        return 1
+    print(f"{args.file}: OK")
+    return 0
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    cfg = _load_or_report(args.file)
+    if cfg is None:
+        return 1
+    sys.stdout.write(dump_config(cfg))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    run = sub.add_parser("run", help="run the kiosk (window, fullscreen or headless)")
+    run.add_argument("--config", "-c", default="configs/default.yaml", help="YAML config file")
+    run.add_argument("--headless", action="store_true", help="render offscreen (EGL), no window")
+    run.add_argument("--frames", type=int, default=0, help="exit after N rendered frames")
+    run.add_argument("--seconds", type=float, default=0.0, help="exit after S seconds")
+    run.add_argument("--screenshot", metavar="PATH", help="write the last composed frame as PNG at exit")
+    run.add_argument("--stats-json", metavar="PATH", help="write run statistics as JSON at exit")
+    run.add_argument(
+        "--stats-interval",
+        type=float,
+        default=0.0,
+        metavar="SEC",
+        help="also rewrite --stats-json every SEC seconds while running",
+    )
+    run.set_defaults(func=cmd_run)
+
+    config = sub.add_parser("config", help="check or show a config file")
+    config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
+    check = config_sub.add_parser("check", help="validate FILE; one line per problem")
+    check.add_argument("file", metavar="FILE")
+    check.set_defaults(func=cmd_config_check)
+    show = config_sub.add_parser("show", help="print the effective config with defaults filled in")
+    show.add_argument("file", metavar="FILE")
+    show.set_defaults(func=cmd_config_show)

@@ -1,0 +1,65 @@
+"""Small, lock-free-enough counters for per-thread rates and latency percentiles.
+
+Each meter has one writer thread; readers (overlay, stats JSON) only read floats and ints,
+which is safe in CPython.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+
+class RateMeter:
+    """Counts events; ``fps`` is the rate over the last completed window, ``mean_fps`` over the run."""
+
+    def __init__(self, window_s: float = 1.0) -> None:
+        self.window_s = window_s
+        self.count = 0
+        self.fps = 0.0
+        self._t0: float | None = None
+        self._win_start = 0.0
+        self._win_count = 0
+        self._t_last = 0.0
+
+    def tick(self, now: float | None = None) -> None:
+        now = time.perf_counter() if now is None else now
+        if self._t0 is None:
+            self._t0 = self._win_start = now
+        self.count += 1
+        self._win_count += 1
+        self._t_last = now
+        elapsed = now - self._win_start
+        if elapsed >= self.window_s:
+            self.fps = self._win_count / elapsed
+            self._win_start = now
+            self._win_count = 0
+
+    @property
+    def mean_fps(self) -> float:
+        if self._t0 is None or self.count < 2 or self._t_last <= self._t0:
+            return 0.0
+        return (self.count - 1) / (self._t_last - self._t0)
+
+
+class LatencyRecorder:
+    """Keeps the last ``capacity`` samples (milliseconds) in a preallocated ring."""
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self._ring = np.zeros(capacity, np.float64)
+        self._n = 0
+
+    def add(self, ms: float) -> None:
+        self._ring[self._n % len(self._ring)] = ms
+        self._n += 1
+
+    def percentile(self, q: float) -> float | None:
+        n = min(self._n, len(self._ring))
+        if n == 0:
+            return None
+        return float(np.percentile(self._ring[:n], q))
+
+    @property
+    def count(self) -> int:
+        return self._n
