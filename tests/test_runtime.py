@@ -1,0 +1,144 @@
+"""The inference thread: pass-through while loading, errors → pass-through + stage restart."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+from kiosk.capture.thread import new_captured_frame
+from kiosk.processing import PassThrough
+from kiosk.runtime import InferenceThread, new_swap_result
+from kiosk.sync import TripleBuffer
+from kiosk.types import SwapResult
+
+
+class Inverting:
+    name = "invert"
+
+    def __init__(self, fail_on: set[int] | None = None) -> None:
+        self.fail_on = fail_on or set()
+        self.calls = 0
+
+    def process(self, frame_bgr, out: SwapResult) -> None:
+        self.calls += 1
+        if int(frame_bgr[0, 0, 0]) in self.fail_on:
+            raise RuntimeError("provider error")
+        np.subtract(255, frame_bgr, out=out.frame_bgr)
+        out.notice = ""
+
+
+def _feed(buf, value: int) -> None:
+    slot = buf.write_slot()
+    if slot.frame_bgr.shape != (4, 4, 3):
+        slot.frame_bgr = np.zeros((4, 4, 3), np.uint8)
+    slot.frame_bgr[:] = value
+    slot.seq = value
+    slot.t_capture = time.perf_counter()
+    buf.publish()
+
+
+def _next(out_buf, timeout=3.0) -> SwapResult:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        out_buf.wait(0.05)
+        r = out_buf.read()
+        if r is not None:
+            return r
+    raise AssertionError("no result")
+
+
+def _start(build, **kw):
+    inp = TripleBuffer(new_captured_frame)
+    out = TripleBuffer(new_swap_result)
+    stop = threading.Event()
+    t = InferenceThread(build, inp, out, stop, **kw)
+    t.start()
+    return t, inp, out, stop
+
+
+def test_frames_pass_through_with_a_notice_while_the_stage_loads():
+    gate = threading.Event()
+
+    def slow_build():
+        gate.wait(5)
+        return Inverting()
+
+    t, inp, out, stop = _start(slow_build)
+    try:
+        _feed(inp, 10)
+        r = _next(out)
+        assert r.frame_bgr[0, 0, 0] == 10 and "loading" in r.notice
+        gate.set()
+        deadline = time.time() + 3
+        while t.processor_name != "invert" and time.time() < deadline:
+            time.sleep(0.01)
+        _feed(inp, 10)
+        r = _next(out)
+        assert r.frame_bgr[0, 0, 0] == 245 and r.seq == 10
+    finally:
+        stop.set()
+        t.join(2)
+
+
+def test_a_raising_stage_passes_frames_through_and_is_restarted():
+    built: list[Inverting] = []
+
+    def build():
+        p = Inverting(fail_on={66})
+        built.append(p)
+        return p
+
+    t, inp, out, stop = _start(build, restart_initial_s=0.05)
+    try:
+        deadline = time.time() + 3
+        while not built and time.time() < deadline:
+            time.sleep(0.01)
+        _feed(inp, 66)  # this frame makes the stage raise
+        r = _next(out)
+        assert r.frame_bgr[0, 0, 0] == 66  # passed through unswapped
+        assert "error" in r.notice and "restarting" in r.notice
+        assert t.errors == 1 and "provider error" in t.last_error
+        deadline = time.time() + 3
+        while len(built) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+        assert len(built) == 2, "the stage was not rebuilt"
+        assert t.restarts == 1
+        _feed(inp, 5)
+        assert _next(out).frame_bgr[0, 0, 0] == 250  # swapping again
+        assert t.is_alive()
+    finally:
+        stop.set()
+        t.join(2)
+
+
+def test_a_stage_that_fails_to_build_is_retried_with_backoff():
+    attempts = []
+
+    def build():
+        attempts.append(time.perf_counter())
+        if len(attempts) < 3:
+            raise OSError("model file corrupt")
+        return PassThrough("ok")
+
+    t, inp, out, stop = _start(build, restart_initial_s=0.05)
+    try:
+        _feed(inp, 1)
+        r = _next(out)
+        assert r.frame_bgr[0, 0, 0] == 1
+        deadline = time.time() + 3
+        while len(attempts) < 3 and time.time() < deadline:
+            time.sleep(0.01)
+        assert len(attempts) == 3
+        assert attempts[2] - attempts[1] >= attempts[1] - attempts[0]  # back-off grows
+        _feed(inp, 2)
+        deadline = time.time() + 2
+        notice = ""
+        while time.time() < deadline and notice != "ok":
+            _feed(inp, 2)
+            notice = _next(out).notice
+        assert notice == "ok"
+    finally:
+        stop.set()
+        t.join(2)
