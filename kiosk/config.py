@@ -15,6 +15,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 Rotation = Literal[0, 90, 180, 270]
+ProviderName = Literal["tensorrt", "cuda", "cpu"]
+
+
+def _default_providers() -> list[ProviderName]:
+    return ["cuda", "cpu"]
 
 
 class _Section(BaseModel):
@@ -90,8 +95,8 @@ class DisplayConfig(_Section):
 
 
 class ProvidersConfig(_Section):
-    order: list[Literal["tensorrt", "cuda", "cpu"]] = Field(
-        default_factory=lambda: ["cuda", "cpu"],
+    order: list[ProviderName] = Field(
+        default_factory=_default_providers,
         min_length=1,
         description="ONNX Runtime providers in order of preference; unusable ones fall back (logged loudly).",
     )
@@ -247,13 +252,13 @@ def parse_config(text: str, path: str = "<config>", base_dir: Path | None = None
         problems: list[tuple[int, str]] = []
         for err in exc.errors():
             loc, text_loc = _format_loc(tuple(err["loc"]))
-            line = None
+            line_no = 0
             for n in range(len(loc), 0, -1):
                 if loc[:n] in lines:
-                    line = lines[loc[:n]]
+                    line_no = lines[loc[:n]]
                     break
-            where = f"{path}:{line}" if line else path
-            problems.append((line or 0, f"{where}: {text_loc}: {_describe(err)}"))
+            where = f"{path}:{line_no}" if line_no else path
+            problems.append((line_no, f"{where}: {text_loc}: {_describe(dict(err))}"))
         raise ConfigError(path, [text for _, text in sorted(problems, key=lambda p: p[0])]) from None
     return cfg.model_copy(update={"base_dir": base_dir or Path.cwd()})
 

@@ -12,7 +12,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import cv2
 import numpy as np
@@ -78,7 +78,7 @@ class CameraSource:
             cap.release()
             raise SourceError(f"camera {device} cannot be opened (unplugged, busy, or no permission)")
         if cam.fourcc:
-            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter_fourcc(*cam.fourcc))
+            cap.set(cv2.CAP_PROP_FOURCC, cv2.VideoWriter.fourcc(*cam.fourcc))
         cap.set(cv2.CAP_PROP_FRAME_WIDTH, cam.width)
         cap.set(cv2.CAP_PROP_FRAME_HEIGHT, cam.height)
         cap.set(cv2.CAP_PROP_FPS, cam.fps)
@@ -99,7 +99,7 @@ class CameraSource:
         ok, frame = self._cap.read(out) if out is not None else self._cap.read()
         if not ok or frame is None:
             raise SourceError(f"camera {self.cfg.device} stopped delivering frames (unplugged?)")
-        return frame
+        return cast(FrameBGR, frame)
 
     def close(self) -> None:
         if self._cap is not None:
@@ -143,7 +143,7 @@ class VideoFileSource:
             ok, frame = self._cap.read(out) if out is not None else self._cap.read()
             if not ok:
                 raise SourceError(f"{self.path}: cannot read frames from this video")
-        return frame
+        return cast(FrameBGR, frame)
 
     def close(self) -> None:
         if self._cap is not None:
@@ -166,7 +166,7 @@ class ImageSource:
         image = cv2.imread(str(self.path), cv2.IMREAD_COLOR)
         if image is None:
             raise SourceError(f"{self.path}: not a readable image (use a JPEG or PNG)")
-        self._image = image
+        self._image = cast(FrameBGR, image)
         self.description = f"image {self.path.name} {image.shape[1]}x{image.shape[0]}"
 
     def read(self, out: FrameBGR | None) -> FrameBGR:
