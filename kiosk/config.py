@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kiosk.booth.controls import ACTIONS, DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
+
 Rotation = Literal[0, 90, 180, 270]
 ProviderName = Literal["tensorrt", "cuda", "cpu"]
 
@@ -134,15 +136,49 @@ class ProcessingConfig(_Section):
 
 class ControlsConfig(_Section):
     keyboard: dict[str, list[str]] = Field(
-        default_factory=lambda: {
-            "toggle_debug": ["D", "F1"],
-            "quit": ["ESCAPE"],
-        },
-        description="Action → list of glfw key names (A..Z, 0..9, F1.., ESCAPE, LEFT, RIGHT, SPACE, ...).",
+        default_factory=lambda: dict(DEFAULT_KEYBOARD),
+        description="Action → glfw key names (RIGHT, SPACE, F1, 1, CTRL+SHIFT+Q, ...). Merged over the defaults.",
+    )
+    gamepad: dict[str, list[str]] = Field(
+        default_factory=lambda: dict(DEFAULT_GAMEPAD),
+        description="Action → gamepad buttons (A, B, X, Y, LEFT_BUMPER, DPAD_RIGHT, ...). Merged over the defaults.",
+    )
+    gamepad_enabled: bool = Field(True, description="Poll gamepads (glfw standard mappings, hot-plugged).")
+    repeat_delay_s: float = Field(
+        0.5, ge=0.05, le=5, description="Hold a gamepad button this long to repeat."
+    )
+    repeat_interval_s: float = Field(0.2, ge=0.02, le=5, description="Repeat period while a button is held.")
+    debounce_s: float = Field(
+        0.03, ge=0, le=1, description="Ignore a second press of a button within this time."
     )
     allow_quit: bool | None = Field(
-        None, description="Let the quit key close the kiosk; null: only when not fullscreen."
+        None,
+        description="Let the quit binding close the kiosk. null: plain keys quit only in a window; in "
+        "fullscreen only a combination with modifiers (CTRL+SHIFT+Q) does.",
     )
+
+    @field_validator("keyboard", "gamepad", mode="before")
+    @classmethod
+    def _merge_defaults(cls, v: Any, info: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        defaults = DEFAULT_KEYBOARD if info.field_name == "keyboard" else DEFAULT_GAMEPAD
+        unknown = sorted(set(v) - set(ACTIONS))
+        if unknown:
+            raise ValueError(f"unknown action(s) {', '.join(map(str, unknown))}; valid: {', '.join(ACTIONS)}")
+        merged = {**defaults, **{k: ([x] if isinstance(x, str) else x) for k, x in v.items()}}
+        return merged
+
+    @field_validator("gamepad")
+    @classmethod
+    def _known_buttons(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for action, buttons in v.items():
+            bad = [b for b in buttons if b.upper() not in GAMEPAD_BUTTONS]
+            if bad:
+                raise ValueError(
+                    f"{action}: unknown button {bad[0]}; use one of {', '.join(GAMEPAD_BUTTONS)}"
+                )
+        return v
 
 
 class OverlayConfig(_Section):

@@ -1,0 +1,253 @@
+"""Staff controls: actions, keyboard and gamepad bindings, and the small shared state.
+
+The main thread owns :class:`ControlState` and is its only writer (it applies actions); the
+inference thread only reads its plain attributes. Gamepads are polled through a
+:class:`GamepadProvider` (glfw's gamepad API in the kiosk, a fake one in tests) with edge
+detection, debounce, hold-to-repeat and hot-plug.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+log = logging.getLogger(__name__)
+
+#: Every action a binding may name. ``pick_face_N`` picks the N-th face (1-based).
+ACTIONS: tuple[str, ...] = (
+    "next_face",
+    "prev_face",
+    *(f"pick_face_{n}" for n in range(1, 10)),
+    "toggle_swap",
+    "toggle_enhance",
+    "toggle_debug",
+    "snapshot",
+    "quit",
+)
+
+#: Actions that repeat while a gamepad button is held.
+REPEATING = frozenset({"next_face", "prev_face"})
+
+#: glfw's standard gamepad button order (GLFW_GAMEPAD_BUTTON_*).
+GAMEPAD_BUTTONS: tuple[str, ...] = (
+    "A", "B", "X", "Y", "LEFT_BUMPER", "RIGHT_BUMPER", "BACK", "START", "GUIDE",
+    "LEFT_THUMB", "RIGHT_THUMB", "DPAD_UP", "DPAD_RIGHT", "DPAD_DOWN", "DPAD_LEFT",
+)  # fmt: skip
+
+DEFAULT_KEYBOARD: dict[str, list[str]] = {
+    "next_face": ["RIGHT", "PAGE_DOWN", "N"],
+    "prev_face": ["LEFT", "PAGE_UP", "P"],
+    **{f"pick_face_{n}": [str(n)] for n in range(1, 10)},
+    "toggle_swap": ["SPACE", "S"],
+    "toggle_enhance": ["E"],
+    "toggle_debug": ["D", "F1"],
+    "snapshot": ["F12"],
+    "quit": ["ESCAPE", "CTRL+SHIFT+Q"],
+}
+
+DEFAULT_GAMEPAD: dict[str, list[str]] = {
+    "next_face": ["RIGHT_BUMPER", "DPAD_RIGHT"],
+    "prev_face": ["LEFT_BUMPER", "DPAD_LEFT"],
+    "toggle_swap": ["A"],
+    "toggle_enhance": ["X"],
+    "toggle_debug": ["BACK"],
+    "snapshot": ["Y"],
+}
+
+
+@dataclass
+class ControlState:
+    """What staff chose. Written by the main thread only; read by the inference thread."""
+
+    selected_face: int = 0
+    face_count: int = 0
+    swap_enabled: bool = True
+    enhance_enabled: bool = False
+    debug: bool = False
+    quit_requested: bool = False
+    snapshot_requested: bool = False
+    actions_applied: int = 0
+    last_action: str = ""
+    #: Monotonic time of the last face switch (for the carousel's transition).
+    t_switched: float = 0.0
+    history: list[str] = field(default_factory=list)
+
+    def apply(self, action: str, *, allow_quit: bool, snapshots_enabled: bool) -> bool:
+        """Apply one action; returns False when it was refused (e.g. quit in booth mode)."""
+        if action in ("next_face", "prev_face"):
+            if self.face_count == 0:
+                return False
+            step = 1 if action == "next_face" else -1
+            self.selected_face = (self.selected_face + step) % self.face_count
+            self.t_switched = time.monotonic()
+        elif action.startswith("pick_face_"):
+            n = int(action.rsplit("_", 1)[1]) - 1
+            if not 0 <= n < self.face_count:
+                return False
+            self.selected_face = n
+            self.t_switched = time.monotonic()
+        elif action == "toggle_swap":
+            self.swap_enabled = not self.swap_enabled
+        elif action == "toggle_enhance":
+            self.enhance_enabled = not self.enhance_enabled
+        elif action == "toggle_debug":
+            self.debug = not self.debug
+        elif action == "snapshot":
+            if not snapshots_enabled:
+                return False
+            self.snapshot_requested = True
+        elif action == "quit":
+            if not allow_quit:
+                log.info("quit refused: quitting is disabled in booth mode (controls.allow_quit)")
+                return False
+            self.quit_requested = True
+        else:
+            return False
+        self.actions_applied += 1
+        self.last_action = action
+        self.history = (self.history + [action])[-20:]
+        return True
+
+    def clamp(self, face_count: int) -> None:
+        """Keep the selection valid when the face library changes size."""
+        self.face_count = face_count
+        if face_count == 0:
+            self.selected_face = 0
+        elif self.selected_face >= face_count:
+            self.selected_face = face_count - 1
+
+
+def invert_bindings(bindings: Mapping[str, Iterable[str]]) -> dict[str, str]:
+    """``{action: [inputs]}`` → ``{input: action}``; inputs are upper-cased."""
+    out: dict[str, str] = {}
+    for action, inputs in bindings.items():
+        for name in inputs:
+            out[name.upper()] = action
+    return out
+
+
+class KeyboardInput:
+    """Maps key names reported by the window (``"RIGHT"``, ``"CTRL+SHIFT+Q"``) to actions."""
+
+    def __init__(self, bindings: Mapping[str, Iterable[str]]) -> None:
+        self._by_key = invert_bindings(bindings)
+
+    def actions(self, keys: Iterable[str]) -> list[str]:
+        out = []
+        for key in keys:
+            action = self._by_key.get(key.upper())
+            if action is None and "+" in key:  # a modified key with no combo binding: try it bare
+                action = self._by_key.get(key.rsplit("+", 1)[1].upper())
+            if action is not None:
+                out.append(action)
+        return out
+
+
+class GamepadProvider(Protocol):
+    def connected(self) -> list[int]:
+        """Ids of the joysticks that have a gamepad mapping now."""
+        ...
+
+    def buttons(self, jid: int) -> tuple[bool, ...] | None:
+        """Button states in :data:`GAMEPAD_BUTTONS` order, or None if it is gone."""
+        ...
+
+
+class GlfwGamepadProvider:
+    """glfw's gamepad API (SDL_GameControllerDB mappings built into glfw)."""
+
+    def __init__(self) -> None:
+        import glfw
+
+        self._glfw = glfw
+
+    def connected(self) -> list[int]:
+        g = self._glfw
+        return [jid for jid in range(g.JOYSTICK_1, g.JOYSTICK_LAST + 1) if g.joystick_is_gamepad(jid)]
+
+    def buttons(self, jid: int) -> tuple[bool, ...] | None:
+        state = self._glfw.get_gamepad_state(jid)
+        if not state:
+            return None
+        return tuple(bool(b) for b in state.buttons[: len(GAMEPAD_BUTTONS)])
+
+
+@dataclass
+class _Held:
+    action: str
+    t_down: float
+    t_next_repeat: float
+
+
+class GamepadInput:
+    """Turns polled button states into actions: press edges, debounce, hold-to-repeat, hot-plug."""
+
+    def __init__(
+        self,
+        provider: GamepadProvider,
+        bindings: Mapping[str, Iterable[str]],
+        debounce_s: float = 0.03,
+        repeat_delay_s: float = 0.5,
+        repeat_interval_s: float = 0.2,
+    ) -> None:
+        self.provider = provider
+        self.debounce_s = debounce_s
+        self.repeat_delay_s = repeat_delay_s
+        self.repeat_interval_s = repeat_interval_s
+        by_button = invert_bindings(bindings)
+        unknown = sorted(set(by_button) - set(GAMEPAD_BUTTONS))
+        if unknown:
+            raise ValueError(
+                f"unknown gamepad button(s) {', '.join(unknown)}; use {', '.join(GAMEPAD_BUTTONS)}"
+            )
+        self._by_index = {GAMEPAD_BUTTONS.index(b): a for b, a in by_button.items()}
+        self._prev: dict[int, tuple[bool, ...]] = {}
+        self._last_edge: dict[tuple[int, int], float] = {}
+        self._held: dict[tuple[int, int], _Held] = {}
+        self.connected: list[int] = []
+
+    def poll(self, now: float | None = None) -> list[str]:
+        now = time.monotonic() if now is None else now
+        actions: list[str] = []
+        ids = self.provider.connected()
+        if ids != self.connected:
+            for jid in set(ids) - set(self.connected):
+                log.info("gamepad %d connected", jid)
+            for jid in set(self.connected) - set(ids):
+                log.info("gamepad %d disconnected", jid)
+                self._forget(jid)
+            self.connected = ids
+        for jid in ids:
+            state = self.provider.buttons(jid)
+            if state is None:
+                self._forget(jid)
+                continue
+            prev = self._prev.get(jid, (False,) * len(state))
+            for index, action in self._by_index.items():
+                if index >= len(state):
+                    continue
+                down, was_down = state[index], prev[index] if index < len(prev) else False
+                key = (jid, index)
+                if down and not was_down:
+                    if now - self._last_edge.get(key, -1e9) >= self.debounce_s:
+                        actions.append(action)
+                        self._last_edge[key] = now
+                        if action in REPEATING:
+                            self._held[key] = _Held(action, now, now + self.repeat_delay_s)
+                elif not down and was_down:
+                    self._held.pop(key, None)
+                elif down and key in self._held:
+                    held = self._held[key]
+                    if now >= held.t_next_repeat:
+                        actions.append(held.action)
+                        held.t_next_repeat = now + self.repeat_interval_s
+            self._prev[jid] = state
+        return actions
+
+    def _forget(self, jid: int) -> None:
+        self._prev.pop(jid, None)
+        for key in [k for k in self._held if k[0] == jid]:
+            del self._held[key]
