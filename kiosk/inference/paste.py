@@ -1,0 +1,124 @@
+"""Paste-back: blend a face crop into the frame, in place, touching only the face's own region.
+
+The mask is a function of crop-space coordinates only (so the GL composite shader can compute the
+same thing per fragment)::
+
+    edge_dist = min(u, v, size - u, size - v)          # u, v: crop pixel centres (x + 0.5, y + 0.5)
+    alpha     = clamp((edge_dist - margin) * inv_feather, 0, 1)
+    margin    = MASK_MARGIN_FRAC * size,  inv_feather = 1 / (MASK_FEATHER_FRAC * size)
+
+It is computed once per crop size and cached. For each face we warp the crop and its mask (one
+4-channel ``cv2.warpAffine``) into a buffer the size of the face's bounding box in the frame, then
+blend that box of the frame in place. Inside the fully opaque part the result equals the warped
+crop exactly (as insightface's ``INSwapper.get(paste_back=True)``); outside the box the frame is
+not touched. insightface instead warps three full-frame images and erodes/blurs at full frame.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from kiosk.types import Affine2x3, FrameBGR
+
+MASK_MARGIN_FRAC = 0.02
+MASK_FEATHER_FRAC = 0.10
+
+
+def feather_mask(
+    size_px: int, margin_frac: float = MASK_MARGIN_FRAC, feather_frac: float = MASK_FEATHER_FRAC
+) -> NDArray[np.float32]:
+    """The crop-space alpha mask (size_px, size_px) float32 in [0, 1]."""
+    c = np.arange(size_px, dtype=np.float32) + 0.5
+    d1 = np.minimum(c, size_px - c)
+    edge = np.minimum(d1[:, None], d1[None, :])
+    alpha = (edge - margin_frac * size_px) * (1.0 / (feather_frac * size_px))
+    return np.clip(alpha, 0.0, 1.0).astype(np.float32)
+
+
+def face_region(
+    affine: Affine2x3, size_px: int, frame_hw: tuple[int, int]
+) -> tuple[int, int, int, int] | None:
+    """Frame box (x0, y0, x1, y1), clipped, covered by a ``size_px`` crop under frame→crop ``affine``."""
+    inv = cv2.invertAffineTransform(affine)
+    corners = np.array([[0, 0, 1], [size_px, 0, 1], [0, size_px, 1], [size_px, size_px, 1]], np.float64)
+    pts = corners @ inv.T
+    h, w = frame_hw
+    x0 = max(int(math.floor(pts[:, 0].min())) - 1, 0)
+    y0 = max(int(math.floor(pts[:, 1].min())) - 1, 0)
+    x1 = min(int(math.ceil(pts[:, 0].max())) + 2, w)
+    y1 = min(int(math.ceil(pts[:, 1].max())) + 2, h)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return x0, y0, x1, y1
+
+
+class PasteBack:
+    """Reusable paste-back with cached masks and scratch buffers (one instance per thread)."""
+
+    def __init__(self) -> None:
+        self._rgba: dict[int, NDArray[np.uint8]] = {}
+        self._warp = np.zeros((1, 1, 4), np.uint8)
+        self._f1 = np.zeros((1, 1, 3), np.float32)
+        self._f2 = np.zeros((1, 1, 3), np.float32)
+        self._a = np.zeros((1, 1, 1), np.float32)
+
+    def _crop_rgba(self, size_px: int) -> NDArray[np.uint8]:
+        buf = self._rgba.get(size_px)
+        if buf is None:
+            buf = np.zeros((size_px, size_px, 4), np.uint8)
+            buf[:, :, 3] = np.rint(feather_mask(size_px) * 255.0).astype(np.uint8)
+            self._rgba[size_px] = buf
+        return buf
+
+    def _scratch(self, h: int, w: int) -> None:
+        if self._warp.shape[0] < h or self._warp.shape[1] < w:
+            hh, ww = max(h, self._warp.shape[0]), max(w, self._warp.shape[1])
+            self._warp = np.zeros((hh, ww, 4), np.uint8)
+            self._f1 = np.zeros((hh, ww, 3), np.float32)
+            self._f2 = np.zeros((hh, ww, 3), np.float32)
+            self._a = np.zeros((hh, ww, 1), np.float32)
+
+    def paste(
+        self, frame_bgr: FrameBGR, crop_bgr: FrameBGR, affine: Affine2x3
+    ) -> tuple[int, int, int, int] | None:
+        """Blend ``crop_bgr`` (square) into ``frame_bgr`` in place; ``affine`` maps frame→crop.
+        Returns the frame box that was touched, or None if the face lies outside the frame."""
+        size_px = crop_bgr.shape[0]
+        box = face_region(affine, size_px, frame_bgr.shape[:2])
+        if box is None:
+            return None
+        x0, y0, x1, y1 = box
+        w, h = x1 - x0, y1 - y0
+        rgba = self._crop_rgba(size_px)
+        rgba[:, :, :3] = crop_bgr
+        inv = cv2.invertAffineTransform(affine)
+        inv[0, 2] -= x0
+        inv[1, 2] -= y0
+        self._scratch(h, w)
+        warped = self._warp[:h, :w]
+        cv2.warpAffine(
+            rgba,
+            inv,
+            (w, h),
+            dst=warped,
+            flags=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=0,
+        )
+        roi = frame_bgr[y0:y1, x0:x1]
+        roi_f = self._f1[:h, :w]
+        fake_f = self._f2[:h, :w]
+        alpha = self._a[:h, :w]
+        np.copyto(roi_f, roi, casting="unsafe")
+        np.copyto(fake_f, warped[:, :, :3], casting="unsafe")
+        np.multiply(warped[:, :, 3:4], np.float32(1.0 / 255.0), out=alpha, casting="unsafe")
+        np.subtract(fake_f, roi_f, out=fake_f)
+        np.multiply(fake_f, alpha, out=fake_f)
+        np.add(roi_f, fake_f, out=roi_f)
+        np.rint(roi_f, out=roi_f)
+        np.copyto(roi, roi_f, casting="unsafe")
+        return box

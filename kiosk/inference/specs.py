@@ -1,0 +1,397 @@
+"""Model facts in one typed place: what each role's ONNX file is, where it comes from, what it expects.
+
+A :class:`ModelSpec` is frozen data: id, role, default file, download URLs, SHA-256 (with where that
+hash was published), licence, input/output contract, colour order, mean/std and alignment
+template. :func:`check_signature` compares a spec with a live ONNX Runtime session and raises
+:class:`~kiosk.inference.errors.ModelSignatureError` naming the file and both values.
+
+Hashes are the ones other public projects record for the same upstream files; ``sha256_source``
+says where each one was read. A spec with ``sha256=None`` has no published hash we could find and
+is reported as "unverified", never as verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from kiosk.inference.errors import ModelSignatureError
+
+Role = Literal["detector", "embedder", "swapper", "enhancer"]
+Family = Literal["scrfd", "yunet", "arcface", "inswapper", "gfpgan"]
+ColourOrder = Literal["RGB", "BGR"]
+Template = Literal["arcface_112", "arcface_128", "ffhq_512"]
+
+ROLES: tuple[Role, ...] = ("detector", "embedder", "swapper", "enhancer")
+
+#: ONNX Runtime's type strings for the element types we accept.
+ORT_DTYPES = {"float32": "tensor(float)", "float16": "tensor(float16)"}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One graph input or output. ``name=None`` accepts any name; a ``None`` dim accepts any size.
+
+    ``batch_optional``: a leading batch axis of size 1 may be present or absent (SCRFD exports
+    come as ``[N, k]`` or ``[1, N, k]``)."""
+
+    name: str | None
+    shape: tuple[int | None, ...]
+    dtypes: tuple[str, ...] = ("float32",)
+    batch_optional: bool = False
+
+    def describe(self) -> str:
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        return f"{self.name or '*'}[{dims}] {'|'.join(self.dtypes)}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Everything the code needs to know about one model file."""
+
+    id: str
+    role: Role
+    family: Family
+    file: str
+    title: str
+    licence: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    colour: ColourOrder = "RGB"
+    #: Pixel normalisation: (x - mean) / std on 0..255 values.
+    mean: float = 0.0
+    std: float = 1.0
+    template: Template | None = None
+    crop_size_px: int | None = None
+    urls: tuple[str, ...] = ()
+    sha256: str | None = None
+    #: Other published exports of the same weights that are accepted as verified.
+    also_sha256: tuple[str, ...] = ()
+    sha256_source: str = ""
+    size_bytes: int | None = None
+    notes: str = ""
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def known_hashes(self) -> tuple[str, ...]:
+        return ((self.sha256,) if self.sha256 else ()) + self.also_sha256
+
+
+_INSIGHTFACE_LICENCE = "InsightFace pretrained models: non-commercial research use only"
+_VISOMASTER = (
+    "visomaster/VisoMaster @ 017af1a117b7485f7191d0b8237d8f0a8665f05f, app/processors/models_data.py "
+    "(models_list: url + hash of the same file)"
+)
+_VISOMASTER_ASSETS = "https://github.com/visomaster/visomaster-assets/releases/download/v1.0.0/"
+_HF_BUFFALO_L = "https://huggingface.co/public-data/insightface/resolve/main/models/buffalo_l/"
+
+
+def _scrfd_outputs() -> tuple[TensorSpec, ...]:
+    # 9 outputs: scores s8,s16,s32 [N,1]; boxes [N,4]; keypoints [N,10]. Names differ per export.
+    widths = (1, 1, 1, 4, 4, 4, 10, 10, 10)
+    return tuple(TensorSpec(None, (None, w), batch_optional=True) for w in widths)
+
+
+def _yunet_outputs() -> tuple[TensorSpec, ...]:
+    names = [f"{k}_{s}" for k in ("cls", "obj", "bbox", "kps") for s in (8, 16, 32)]
+    widths = {"cls": 1, "obj": 1, "bbox": 4, "kps": 10}
+    return tuple(TensorSpec(n, (1, None, widths[n.split("_")[0]])) for n in names)
+
+
+_SCRFD_INPUT = (TensorSpec("input.1", (1, 3, None, None)),)
+
+DET_10G = ModelSpec(
+    id="det_10g",
+    role="detector",
+    family="scrfd",
+    file="det_10g.onnx",
+    title="SCRFD-10G (insightface buffalo_l detector)",
+    licence=_INSIGHTFACE_LICENCE,
+    inputs=_SCRFD_INPUT,
+    outputs=_scrfd_outputs(),
+    mean=127.5,
+    std=128.0,
+    urls=(_HF_BUFFALO_L + "det_10g.onnx", _VISOMASTER_ASSETS + "det_10g.onnx"),
+    sha256="5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91",
+    sha256_source=_VISOMASTER
+    + "; the same value is recorded by several projects as det_10g.onnx of insightface v0.7 buffalo_l.zip",
+    notes="Member of https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip",
+)
+
+DET_500M = ModelSpec(
+    id="det_500m",
+    role="detector",
+    family="scrfd",
+    file="det_500m.onnx",
+    title="SCRFD-500M (insightface buffalo_s/buffalo_sc detector)",
+    licence=_INSIGHTFACE_LICENCE,
+    inputs=_SCRFD_INPUT,
+    outputs=_scrfd_outputs(),
+    mean=127.5,
+    std=128.0,
+    sha256="5e4447f50245bbd7966bd6c0fa52938c61474a04ec7def48753668a9d8b4ea3a",
+    sha256_source="shared/models/PROVENANCE.md (equal to buffalo_sc/det_500m.onnx of insightface v0.7)",
+    size_bytes=2524817,
+    notes="Member of insightface v0.7 buffalo_sc.zip; no single-file URL is pinned here",
+)
+
+DET_2_5G = ModelSpec(
+    id="det_2.5g",
+    role="detector",
+    family="scrfd",
+    file="det_2.5g.onnx",
+    title="SCRFD-2.5G (insightface buffalo_m detector)",
+    licence=_INSIGHTFACE_LICENCE,
+    inputs=_SCRFD_INPUT,
+    outputs=_scrfd_outputs(),
+    mean=127.5,
+    std=128.0,
+    sha256="041f73f47371333d1d17a6fee6c8ab4e6aecabefe398ff32cca4e2d5eaee0af9",
+    sha256_source="shared/models/PROVENANCE.md (equal to buffalo_m/det_2.5g.onnx of insightface v0.7)",
+    size_bytes=3292009,
+    notes="Member of insightface v0.7 buffalo_m.zip; no single-file URL is pinned here",
+)
+
+YUNET_2023MAR = ModelSpec(
+    id="yunet_2023mar",
+    role="detector",
+    family="yunet",
+    file="face_detection_yunet_2023mar.onnx",
+    title="YuNet 2023mar (OpenCV Zoo)",
+    licence="MIT (OpenCV Zoo)",
+    inputs=(TensorSpec("input", (1, 3, None, None)),),
+    outputs=_yunet_outputs(),
+    colour="BGR",
+    mean=0.0,
+    std=1.0,
+    urls=(
+        "https://github.com/opencv/opencv_zoo/raw/main/models/face_detection_yunet/"
+        "face_detection_yunet_2023mar.onnx",
+    ),
+    sha256="8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4",
+    sha256_source="shared/models/PROVENANCE.md (equal to opencv_zoo face_detection_yunet_2023mar.onnx)",
+    size_bytes=232589,
+    notes="Fixed 640x640 input: use processing.det_size 640",
+)
+
+YUNET_2026MAY = ModelSpec(
+    id="yunet_2026may",
+    role="detector",
+    family="yunet",
+    file="face_detection_yunet_2026may.onnx",
+    title="YuNet 2026may (OpenCV Zoo, dynamic input)",
+    licence="MIT (OpenCV Zoo)",
+    inputs=(TensorSpec("input", (1, 3, None, None)),),
+    outputs=_yunet_outputs(),
+    colour="BGR",
+    mean=0.0,
+    std=1.0,
+    sha256="ebafce4e3c118d6554634be5c27ab333b4c047a9a8c3faf1d7cf93101c22f0f0",
+    sha256_source="shared/models/PROVENANCE.md (equal to opencv_zoo face_detection_yunet_2026may.onnx)",
+    size_bytes=229738,
+)
+
+W600K_R50 = ModelSpec(
+    id="w600k_r50",
+    role="embedder",
+    family="arcface",
+    file="w600k_r50.onnx",
+    title="ArcFace ResNet-50 WebFace600K (insightface buffalo_l recognizer)",
+    licence=_INSIGHTFACE_LICENCE,
+    inputs=(TensorSpec("input.1", (None, 3, 112, 112)),),
+    outputs=(TensorSpec("683", (None, 512)),),
+    mean=127.5,
+    std=127.5,
+    template="arcface_112",
+    crop_size_px=112,
+    urls=(_HF_BUFFALO_L + "w600k_r50.onnx", _VISOMASTER_ASSETS + "w600k_r50.onnx"),
+    sha256="4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43",
+    sha256_source=_VISOMASTER
+    + "; the same value is recorded by several projects as w600k_r50.onnx of insightface v0.7 buffalo_l.zip",
+    notes="Member of insightface v0.7 buffalo_l.zip",
+)
+
+_INSWAPPER_IO = dict(
+    inputs=(
+        TensorSpec("target", (1, 3, 128, 128), ("float32", "float16")),
+        TensorSpec("source", (1, 512), ("float32", "float16")),
+    ),
+    outputs=(TensorSpec("output", (1, 3, 128, 128), ("float32", "float16")),),
+)
+
+INSWAPPER_128 = ModelSpec(
+    id="inswapper_128",
+    role="swapper",
+    family="inswapper",
+    file="inswapper_128.onnx",
+    title="InSwapper 128 (insightface)",
+    licence=_INSIGHTFACE_LICENCE,
+    mean=0.0,
+    std=255.0,
+    template="arcface_128",
+    crop_size_px=128,
+    urls=(
+        "https://huggingface.co/ezioruan/inswapper_128.onnx/resolve/main/inswapper_128.onnx",
+        "https://github.com/facefusion/facefusion-assets/releases/download/models/inswapper_128.onnx",
+    ),
+    sha256="e4a3f08c753cb72d04e10aa0f7dbe3deebbf39567d4ead6dce08e98aa49e16af",
+    sha256_source=(
+        "recorded for exactly these URLs in the public source of several independent projects "
+        "(found by code search, e.g. download scripts pinning huggingface.co/ezioruan/inswapper_128.onnx "
+        "revision 6ffdf0e83c5996cc425e77b59913fc48d79441be); not published by insightface itself"
+    ),
+    size_bytes=554253681,
+    notes="emap (512x512) is the graph's last initializer",
+    **_INSWAPPER_IO,  # type: ignore[arg-type]
+)
+
+INSWAPPER_128_FP16 = ModelSpec(
+    id="inswapper_128_fp16",
+    role="swapper",
+    family="inswapper",
+    file="inswapper_128_fp16.onnx",
+    title="InSwapper 128, fp16 weights",
+    licence=_INSIGHTFACE_LICENCE,
+    mean=0.0,
+    std=255.0,
+    template="arcface_128",
+    crop_size_px=128,
+    urls=(
+        _VISOMASTER_ASSETS + "inswapper_128.fp16.onnx",
+        "https://huggingface.co/hacksider/deep-live-cam/resolve/main/inswapper_128_fp16.onnx",
+    ),
+    sha256="6d51a9278a1f650cffefc18ba53f38bf2769bf4bbff89267822cf72945f8a38b",
+    sha256_source=_VISOMASTER + " (file inswapper_128.fp16.onnx); the same value is recorded for the "
+    "hacksider/deep-live-cam copy by other projects",
+    size_bytes=277680638,
+    **_INSWAPPER_IO,  # type: ignore[arg-type]
+)
+
+GFPGAN_1_4 = ModelSpec(
+    id="gfpgan_1.4",
+    role="enhancer",
+    family="gfpgan",
+    file="GFPGANv1.4.onnx",
+    title="GFPGAN v1.4 (TencentARC weights, third-party ONNX export)",
+    licence="Apache-2.0 (TencentARC/GFPGAN code and weights); StyleGAN2 parts carry NVIDIA terms",
+    inputs=(TensorSpec("input", (1, 3, 512, 512)),),
+    outputs=(TensorSpec(None, (1, 3, 512, 512)),),
+    mean=127.5,
+    std=127.5,
+    template="ffhq_512",
+    crop_size_px=512,
+    urls=(_VISOMASTER_ASSETS + "GFPGANv1.4.onnx",),
+    sha256="6548e54cbcf248af385248f0c1193b359c37a0f98b836282b09cf48af4fd2b73",
+    also_sha256=("cd7311b8d9e13cdb1e208b12363182da58c7bf45e26d1aa67bbeac4751aae92e",),
+    sha256_source=_VISOMASTER + "; the alternative hash is the widely mirrored 340,256,686-byte export "
+    "(huggingface.co/neurobytemind/GFPGANv1.4.onnx, recorded by several projects)",
+    notes="Output name differs between exports; output is RGB in [-1, 1]",
+)
+
+#: Every model the kiosk knows by file name.
+KNOWN_MODELS: tuple[ModelSpec, ...] = (
+    DET_10G,
+    DET_500M,
+    DET_2_5G,
+    YUNET_2023MAR,
+    YUNET_2026MAY,
+    W600K_R50,
+    INSWAPPER_128,
+    INSWAPPER_128_FP16,
+    GFPGAN_1_4,
+)
+
+#: Spec used for a file of a role whose name we do not know (same contract, no hash).
+_GENERIC: dict[Role, ModelSpec] = {
+    "detector": DET_10G,
+    "embedder": W600K_R50,
+    "swapper": INSWAPPER_128,
+    "enhancer": GFPGAN_1_4,
+}
+
+
+def spec_for_file(role: Role, path: str | Path) -> ModelSpec:
+    """The spec of ``path`` in ``role``: a known file by name, else the role's generic contract."""
+    name = Path(path).name
+    for spec in KNOWN_MODELS:
+        if spec.role == role and spec.file == name:
+            return spec
+    base = YUNET_2026MAY if role == "detector" and "yunet" in name.lower() else _GENERIC[role]
+    # Unknown file: keep the contract, drop the identity (no hash, no URL).
+    from dataclasses import replace
+
+    io_names_free = tuple(TensorSpec(None, t.shape, t.dtypes, t.batch_optional) for t in base.inputs)
+    out_free = tuple(TensorSpec(None, t.shape, t.dtypes, t.batch_optional) for t in base.outputs)
+    if base.family == "yunet":  # YuNet outputs are found by name
+        out_free = base.outputs
+    return replace(
+        base,
+        id=Path(name).stem,
+        file=name,
+        title=f"{name} (unknown file, {base.family} contract)",
+        inputs=io_names_free,
+        outputs=out_free,
+        urls=(),
+        sha256=None,
+        also_sha256=(),
+        sha256_source="unknown file: no published hash",
+        size_bytes=None,
+        licence="unknown (check where the file came from)",
+    )
+
+
+def _shape_ok(want: TensorSpec, got: Sequence[Any]) -> bool:
+    dims = list(got)
+    if want.batch_optional and len(dims) == len(want.shape) + 1:
+        if isinstance(dims[0], int) and dims[0] != 1:
+            return False
+        dims = dims[1:]
+    if len(dims) != len(want.shape):
+        return False
+    for w, g in zip(want.shape, dims, strict=True):
+        # A symbolic ("?", "height", None) dim in the graph matches anything.
+        if w is not None and isinstance(g, int) and g != w:
+            return False
+    return True
+
+
+def _describe_node(node: Any) -> str:
+    dims = ",".join("?" if not isinstance(d, int) else str(d) for d in node.shape)
+    dtype = {v: k for k, v in ORT_DTYPES.items()}.get(node.type, node.type)
+    return f"{node.name}[{dims}] {dtype}"
+
+
+def check_signature(spec: ModelSpec, session: Any, path: str | Path) -> None:
+    """Raise :class:`ModelSignatureError` if ``session``'s inputs/outputs break ``spec``'s contract."""
+
+    def fail(what: str, want: str, got: str) -> None:
+        raise ModelSignatureError(
+            f"{path}: {what} does not match the {spec.role} contract ({spec.id}): "
+            f"expected {want}, got {got} — is this the right file for models.{spec.role}?"
+        )
+
+    for kind, want_list, got_list in (
+        ("inputs", spec.inputs, session.get_inputs()),
+        ("outputs", spec.outputs, session.get_outputs()),
+    ):
+        want_all = ", ".join(t.describe() for t in want_list)
+        got_all = ", ".join(_describe_node(n) for n in got_list)
+        if len(got_list) != len(want_list):
+            fail(f"number of {kind}", f"{len(want_list)} ({want_all})", f"{len(got_list)} ({got_all})")
+        if spec.family == "yunet" and kind == "outputs":
+            by_name = {n.name: n for n in got_list}
+            pairs = [(w, by_name.get(w.name or "")) for w in want_list]
+        else:
+            pairs = list(zip(want_list, got_list, strict=True))
+        for want, got in pairs:
+            if got is None:
+                fail(f"{kind}", want_all, got_all)
+                continue
+            if want.name is not None and got.name != want.name:
+                fail(f"{kind[:-1]} name", want.describe(), _describe_node(got))
+            if got.type not in {ORT_DTYPES[d] for d in want.dtypes}:
+                fail(f"{kind[:-1]} type", want.describe(), _describe_node(got))
+            if not _shape_ok(want, got.shape):
+                fail(f"{kind[:-1]} shape", want.describe(), _describe_node(got))

@@ -1,0 +1,90 @@
+"""InSwapper 128: the target face aligned to the 128 template + the source latent → the swapped crop.
+
+``emap`` is read from the model's last initializer (as insightface does); a source's latent
+``normalise(e @ emap)`` is computed once per source embedding and cached by the caller.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from numpy.typing import NDArray
+from onnx import numpy_helper
+
+from kiosk.inference.align import align_matrix, warp_crop
+from kiosk.inference.errors import ModelCorruptError, ModelSignatureError
+from kiosk.inference.specs import ModelSpec, check_signature
+from kiosk.types import Affine2x3, Embedding, FrameBGR, Landmarks5
+
+
+def load_emap(path: str | Path) -> NDArray[np.float32]:
+    """The swapper's ``emap``: the last initializer of the graph, 512x512."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:
+        raise ModelCorruptError(
+            f"{path}: cannot read the ONNX graph ({exc}) — run: kiosk models fetch"
+        ) from None
+    if not model.graph.initializer:
+        raise ModelSignatureError(
+            f"{path}: swapper has no initializers, so no emap (expected emap 512x512 last)"
+        )
+    emap = numpy_helper.to_array(model.graph.initializer[-1]).astype(np.float32)
+    if emap.shape != (512, 512):
+        raise ModelSignatureError(
+            f"{path}: the last initializer (emap) must be 512x512, got {emap.shape} — is this inswapper_128?"
+        )
+    return emap
+
+
+class InSwapper:
+    """``swap(frame_bgr, kps, latent)`` → (128x128 BGR crop, frame→crop 2x3 matrix)."""
+
+    def __init__(self, session: Any, spec: ModelSpec, path: str | Path, provider: str) -> None:
+        check_signature(spec, session, path)
+        self.session = session
+        self.spec = spec
+        self.provider = provider
+        self.emap = load_emap(path)
+        inputs = session.get_inputs()
+        self.target_name, self.source_name = inputs[0].name, inputs[1].name
+        self.output_name = session.get_outputs()[0].name
+        self._dtype = np.float16 if inputs[0].type == "tensor(float16)" else np.float32
+        self.size_px = int(spec.crop_size_px or 128)
+        self._crop = np.zeros((self.size_px, self.size_px, 3), np.uint8)
+        self._blob = np.zeros((1, 3, self.size_px, self.size_px), np.float32)
+
+    def latent(self, embedding: Embedding) -> NDArray[np.float32]:
+        """Source latent (1, 512): ``e @ emap`` normalised, ``e`` the unit source embedding."""
+        e = np.asarray(embedding, np.float32).reshape(1, -1)
+        lat = e @ self.emap
+        lat /= np.linalg.norm(lat)
+        return lat.astype(np.float32)
+
+    def swap_raw(
+        self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
+    ) -> tuple[NDArray[np.float32], Affine2x3]:
+        """Raw model output (1,3,128,128) RGB in [0,1] and the frame→crop matrix."""
+        m = align_matrix(kps, self.spec.template or "arcface_128", self.size_px)
+        warp_crop(frame_bgr, m, self.size_px, out=self._crop)
+        chw = self._crop.transpose(2, 0, 1)
+        np.copyto(self._blob[0], chw[::-1], casting="unsafe")
+        self._blob *= np.float32(1.0 / self.spec.std)
+        feeds = {
+            self.target_name: self._blob.astype(self._dtype, copy=False),
+            self.source_name: latent.astype(self._dtype, copy=False),
+        }
+        pred = self.session.run([self.output_name], feeds)[0]
+        return np.asarray(pred, np.float32), m
+
+    def swap(
+        self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
+    ) -> tuple[FrameBGR, Affine2x3]:
+        """Swapped face as a new 128x128 BGR uint8 crop, and the frame→crop matrix."""
+        pred, m = self.swap_raw(frame_bgr, kps, latent)
+        rgb = pred[0].transpose(1, 2, 0)
+        crop = np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1]
+        return np.ascontiguousarray(crop), m
