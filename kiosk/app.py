@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
+from kiosk.booth.reload import ConfigWatcher
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig
@@ -63,19 +65,28 @@ class KioskApp:
         opts: RunOptions,
         source_factory: Callable[[], Source] | None = None,
         processor_factory: Callable[[], Processor] | None = None,
+        config_path: Path | None = None,
     ) -> None:
         self.cfg = cfg
         self.opts = opts
         self.stop = threading.Event()
+        self.controls = ControlState(debug=cfg.overlay.debug)
+        self._custom_source = source_factory is not None
+        self._custom_processor = processor_factory is not None
+        self._watcher = ConfigWatcher(config_path) if config_path is not None else None
+        self._config_problem = ""
+        self._display_changed = False
         self.capture_buf: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
         self.result_buf: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
         self._source_factory = source_factory or (lambda: make_source(cfg.source, cfg.base_dir))
         self._processor_factory = processor_factory or default_processor_factory(cfg)
+        self._capture_stop = threading.Event()
         self.capture = self._new_capture()
         self.inference = self._new_inference()
         self.render_rate = RateMeter()
         self.latency_ms = LatencyRecorder()
-        self.show_debug = cfg.overlay.debug
+        self.keyboard = KeyboardInput(cfg.controls.keyboard)
+        self.gamepad: GamepadInput | None = None
         self.thread_restarts = 0
         self._t_start = 0.0
         self._t_last_result = 0.0
@@ -83,10 +94,13 @@ class KioskApp:
 
     # -- threads ---------------------------------------------------------------------------
     def _new_capture(self) -> CaptureThread:
-        return CaptureThread(self.cfg.source, self._source_factory, self.capture_buf, self.stop)
+        self._capture_stop = threading.Event()
+        return CaptureThread(self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop)
 
     def _new_inference(self) -> InferenceThread:
-        return InferenceThread(self._processor_factory, self.capture_buf, self.result_buf, self.stop)
+        return InferenceThread(
+            self._processor_factory, self.capture_buf, self.result_buf, self.stop, controls=self.controls
+        )
 
     def _supervise(self) -> None:
         """Restart a worker thread that died (they catch everything, so this is a last resort)."""
@@ -110,12 +124,12 @@ class KioskApp:
             message = f"{what} unavailable — reconnecting…"
             if cap.last_error:
                 message += f"\n{cap.last_error}"
-        notice = self._last_notice
+        notice = self._config_problem or self._last_notice
         if cap.state == "running" and self._t_last_result and now - self._t_last_result > STALL_S:
             notice = f"processing stalled for {now - self._t_last_result:.0f} s; showing the last frame"
         status = f"{cap.description or self.cfg.source.kind} · {self.inference.processor_name}"
         debug: list[str] = []
-        if self.show_debug:
+        if self.controls.debug:
             p50 = self.latency_ms.percentile(50)
             p95 = self.latency_ms.percentile(95)
             proc_p50 = self.inference.process_ms.percentile(50)
@@ -203,17 +217,70 @@ class KioskApp:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
 
-    def _handle_keys(self, keys: list[str]) -> None:
-        bindings = self.cfg.controls.keyboard
-        allow_quit = self.cfg.controls.allow_quit
-        if allow_quit is None:
-            allow_quit = not self.cfg.display.fullscreen
-        for key in keys:
-            if key in bindings.get("toggle_debug", []):
-                self.show_debug = not self.show_debug
-            elif key in bindings.get("quit", []) and allow_quit:
-                log.info("quit key pressed")
-                self.stop.set()
+    def _quit_allowed(self, key: str) -> bool:
+        allow = self.cfg.controls.allow_quit
+        if allow is not None:
+            return allow
+        # Booth (fullscreen): only a deliberate combination; a window: any quit binding.
+        return not self.cfg.display.fullscreen or "+" in key
+
+    def _handle_input(self, keys: list[str]) -> None:
+        actions = [(key, a) for key in keys for a in self.keyboard.actions([key])]
+        if self.gamepad is not None:
+            actions += [("", a) for a in self.gamepad.poll()]
+        for key, action in actions:
+            applied = self.controls.apply(action, allow_quit=self._quit_allowed(key), snapshots_enabled=False)
+            if applied:
+                log.info("action %s", action)
+        if self.controls.quit_requested:
+            self.stop.set()
+
+    # -- live reload -------------------------------------------------------------------------
+    def _poll_config(self) -> None:
+        if self._watcher is None:
+            return
+        event = self._watcher.poll()
+        if event is None:
+            return
+        if event.config is None:
+            self._config_problem = f"config change ignored: {event.problems[0]}"
+            return
+        self._config_problem = ""
+        self.apply_config(event.config)
+
+    def apply_config(self, new: KioskConfig) -> None:
+        """Apply a validated config to the running kiosk, restarting only what changed."""
+        old, self.cfg = self.cfg, new
+        self.keyboard = KeyboardInput(new.controls.keyboard)
+        if self.gamepad is not None:
+            self.gamepad = self._new_gamepad()
+        if new.overlay.debug != old.overlay.debug:
+            self.controls.debug = new.overlay.debug
+        if new.source != old.source and not self._custom_source:
+            log.info("source settings changed: restarting capture")
+            self._source_factory = lambda: make_source(new.source, new.base_dir)
+            self._capture_stop.set()
+            self.capture.join(2.0)
+            self.capture = self._new_capture()
+            self.capture.start()
+        if (new.processing != old.processing or new.models != old.models) and not self._custom_processor:
+            log.info("processing settings changed: rebuilding the processing stage")
+            self._processor_factory = default_processor_factory(new)
+            self.inference.reconfigure(self._processor_factory)
+        if new.display != old.display:
+            self._display_changed = True
+
+    def _new_gamepad(self) -> GamepadInput | None:
+        c = self.cfg.controls
+        if not c.gamepad_enabled or self.opts.headless:
+            return None
+        try:
+            return GamepadInput(
+                GlfwGamepadProvider(), c.gamepad, c.debounce_s, c.repeat_delay_s, c.repeat_interval_s
+            )
+        except Exception as exc:  # gamepads are optional; the keyboard still works
+            log.warning("gamepads disabled: %s", exc)
+            return None
 
     def run(self) -> int:
         from kiosk.render.renderer import OverlayState, Renderer
@@ -221,6 +288,7 @@ class KioskApp:
 
         surface = open_surface(self.cfg.display, headless=self.opts.headless)
         renderer = Renderer(surface.ctx, self.cfg.display)
+        self.gamepad = self._new_gamepad()
         self._install_signal_handlers()
         self._t_start = time.perf_counter()
         self.capture.start()
@@ -233,7 +301,15 @@ class KioskApp:
         overlay = OverlayState()
         try:
             while not self.stop.is_set():
-                self._handle_keys(surface.poll_events())
+                self._handle_input(surface.poll_events())
+                self._poll_config()
+                if self._display_changed:
+                    self._display_changed = False
+                    renderer.release()
+                    surface.close()
+                    surface = open_surface(self.cfg.display, headless=self.opts.headless)
+                    renderer = Renderer(surface.ctx, self.cfg.display)
+                    self.gamepad = self._new_gamepad()
                 if surface.should_close():
                     break
                 result = self.result_buf.read()
@@ -281,6 +357,7 @@ class KioskApp:
     def shutdown(self, timeout_s: float = 1.5) -> None:
         """Stop and join the worker threads (the capture thread releases the camera)."""
         self.stop.set()
+        self._capture_stop.set()
         deadline = time.perf_counter() + timeout_s
         for t in (self.capture, self.inference):
             if t.is_alive():

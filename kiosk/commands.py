@@ -56,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kiosk.render.window import DisplayError
 
     try:
-        return KioskApp(cfg, opts).run()
+        return KioskApp(cfg, opts, config_path=Path(args.config)).run()
     except DisplayError as exc:
         print(f"kiosk: {exc}", file=sys.stderr)
         return 3

@@ -7,6 +7,7 @@ whose ``problems`` are one-line messages of the form ``file:line: key.path: mess
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -205,7 +206,7 @@ class KioskConfig(_Section):
     def resolve(self, path: str | Path) -> Path:
         """Resolve a path from the config relative to the config file's folder."""
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (self.base_dir / p)
+        return p if p.is_absolute() else Path(os.path.normpath(self.base_dir / p))
 
 
 @dataclass

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from kiosk.booth.controls import ControlState
 from kiosk.processing import PassThrough, Processor
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
@@ -35,6 +36,7 @@ class InferenceThread(threading.Thread):
         stop: threading.Event,
         restart_initial_s: float = 1.0,
         restart_max_s: float = 30.0,
+        controls: ControlState | None = None,
     ) -> None:
         super().__init__(name="inference", daemon=True)
         self._build = build_processor
@@ -50,6 +52,10 @@ class InferenceThread(threading.Thread):
         self._restart_max_s = restart_max_s
         self._restart_delay = restart_initial_s
         self._processor: Processor | None = None  # set by the loader thread
+        self._installed_generation = -1
+        self._build_generation = 0  # bumped by reconfigure(); the loader rebuilds until it is current
+        self.controls = controls
+        self._bypass = PassThrough()
         self._loading = threading.Lock()
         self._fallback = PassThrough("loading the face models…")
         self._load_async(delay_s=0.0)
@@ -68,6 +74,7 @@ class InferenceThread(threading.Thread):
             try:
                 delay = delay_s
                 while not self._stop_event.wait(delay):
+                    generation = self._build_generation
                     try:
                         processor = self._build()
                     except Exception as exc:
@@ -76,13 +83,27 @@ class InferenceThread(threading.Thread):
                         self._fallback = PassThrough(f"{self.last_error}; retrying")
                         delay = self._next_delay()
                         continue
+                    if generation != self._build_generation:
+                        delay = 0.0  # reconfigured while building: build again
+                        continue
                     self._processor = processor
+                    self._installed_generation = generation
                     log.info("processing stage ready: %s", processor.name)
-                    return
+                    break
             finally:
                 self._loading.release()
+            if self._installed_generation != self._build_generation and not self._stop_event.is_set():
+                self._load_async(0.0)  # reconfigured just as this build finished
 
         threading.Thread(target=load, name="processor-loader", daemon=True).start()
+
+    def reconfigure(self, build_processor: Callable[[], Processor]) -> None:
+        """Swap in a new processing stage built in the background; frames keep flowing through
+        the old one until the new one is ready."""
+        self._build = build_processor
+        self._build_generation += 1
+        self._restart_delay = self._restart_initial_s
+        self._load_async(0.0)
 
     def _next_delay(self) -> float:
         delay = self._restart_delay
@@ -101,8 +122,13 @@ class InferenceThread(threading.Thread):
                 out.frame_bgr = np.empty_like(frame.frame_bgr)
             t0 = time.perf_counter()
             processor = self._processor
+            if self.controls is not None and not self.controls.swap_enabled:
+                processor = None
+                stage: Processor = self._bypass  # staff turned swapping off: the visitor's real face
+            else:
+                stage = processor or self._fallback
             try:
-                (processor or self._fallback).process(frame.frame_bgr, out)
+                stage.process(frame.frame_bgr, out)
             except Exception as exc:
                 self._on_error(processor, exc)
                 PassThrough(
