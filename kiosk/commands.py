@@ -9,7 +9,7 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from kiosk.config import ConfigError, KioskConfig, dump_config, load_config
+from kiosk.config import ConfigError, KioskConfig, config_table, dump_config, load_config
 
 log = logging.getLogger("kiosk")
 
@@ -78,6 +78,11 @@ def cmd_config_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config_doc(args: argparse.Namespace) -> int:
+    print(config_table())
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run the kiosk (window, fullscreen or headless)")
     run.add_argument("--config", "-c", default="configs/default.yaml", help="YAML config file")
@@ -103,3 +108,5 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = config_sub.add_parser("show", help="print the effective config with defaults filled in")
     show.add_argument("file", metavar="FILE")
     show.set_defaults(func=cmd_config_show)
+    doc = config_sub.add_parser("doc", help="print the Markdown table of every key (as in README.md)")
+    doc.set_defaults(func=cmd_config_doc)
