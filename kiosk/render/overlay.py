@@ -1,0 +1,256 @@
+"""On-screen text: status line, notice, debug block and the big centred message.
+
+Text is laid out in *logical* pixels, the upright screen the visitor sees (the framebuffer size
+with width and height swapped for a 90/270 display rotation), and rotated onto the framebuffer
+in ``shaders/text.vert``. Sizes follow the smaller logical side (1/40 of it, times
+``display.text_scale``), so a 1080p screen gets the same text size in landscape and portrait.
+
+Each size has its own :class:`FontAtlas` texture and instance buffer (:class:`_TextBatch`).
+Layout is cached on the overlay strings and framebuffer size; GL objects are created only when
+the text size changes (framebuffer resize) or an instance buffer must grow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import moderngl
+import numpy as np
+from numpy.typing import NDArray
+
+from kiosk.render.font_atlas import INSTANCE_FLOATS, RGBA, FontAtlas
+from kiosk.render.shaders import load_program, uniform
+
+TEXT_RGBA: RGBA = (1.0, 1.0, 1.0, 1.0)
+NOTICE_RGBA: RGBA = (1.0, 0.8, 0.3, 1.0)
+DEBUG_RGBA: RGBA = (0.85, 1.0, 0.85, 1.0)
+BOX_RGBA: RGBA = (0.0, 0.0, 0.0, 0.62)
+
+#: Message text is this many times the base size.
+MESSAGE_SCALE = 2.0
+#: Base text size in pixels = smaller logical side / this × text_scale.
+SIZE_DIVISOR = 40.0
+
+
+@dataclass
+class OverlayState:
+    """What the overlay shows this frame. Empty strings/lists draw nothing."""
+
+    #: One line at the bottom (e.g. "synthetic 1280x720 · passthrough").
+    status: str = ""
+    #: Big centred message, e.g. "Camera unavailable — reconnecting…"; may contain newlines.
+    message: str = ""
+    #: Small line at the top (e.g. "Models missing: run kiosk models fetch").
+    notice: str = ""
+    #: Debug statistics, one entry per line, drawn top-left when non-empty.
+    debug_lines: list[str] = field(default_factory=list)
+
+
+def text_sizes(logical_size: tuple[int, int], text_scale: float) -> tuple[int, int]:
+    """(base, message) text sizes in pixels for a logical screen size."""
+    base = max(10, round(min(logical_size) / SIZE_DIVISOR * text_scale))
+    return base, max(12, round(base * MESSAGE_SCALE))
+
+
+class _TextBatch:
+    """One text size: its atlas texture, a growable instance buffer and the vertex array."""
+
+    def __init__(self, ctx: moderngl.Context, program: moderngl.Program, corners: moderngl.Buffer) -> None:
+        self._ctx = ctx
+        self._program = program
+        self._corners = corners
+        self.atlas: FontAtlas | None = None
+        self._texture: moderngl.Texture | None = None
+        self._buffer: moderngl.Buffer | None = None
+        self._vao: moderngl.VertexArray | None = None
+        self._capacity = 0
+        self._count = 0
+
+    def use_atlas(self, atlas: FontAtlas) -> None:
+        if atlas is self.atlas:
+            return
+        if self._texture is not None:
+            self._texture.release()
+        h, w = atlas.pixels.shape
+        self._texture = self._ctx.texture((w, h), 1, atlas.pixels, dtype="f1", alignment=1)
+        self._texture.filter = (moderngl.LINEAR, moderngl.LINEAR)
+        self._texture.repeat_x = self._texture.repeat_y = False
+        self.atlas = atlas
+
+    def upload(self, rows: NDArray[np.float32]) -> None:
+        n = len(rows)
+        if n > self._capacity:
+            self._capacity = max(256, n, self._capacity * 2)
+            if self._vao is not None:
+                self._vao.release()
+            if self._buffer is not None:
+                self._buffer.release()
+            self._buffer = self._ctx.buffer(reserve=self._capacity * INSTANCE_FLOATS * 4, dynamic=True)
+            self._vao = self._ctx.vertex_array(
+                self._program,
+                [
+                    (self._corners, "2f", "in_corner"),
+                    (self._buffer, "4f 4f 4f/i", "in_rect", "in_uv", "in_color"),
+                ],
+            )
+        if n and self._buffer is not None:
+            self._buffer.write(np.ascontiguousarray(rows, dtype=np.float32))
+        self._count = n
+
+    @property
+    def count(self) -> int:
+        """Instances drawn by :meth:`draw`."""
+        return self._count
+
+    def draw(self) -> None:
+        if self._count and self._vao is not None and self._texture is not None:
+            self._texture.use(0)
+            self._vao.render(moderngl.TRIANGLE_STRIP, vertices=4, instances=self._count)
+
+    def release(self) -> None:
+        for obj in (self._vao, self._buffer, self._texture):
+            if obj is not None:
+                obj.release()
+        self._vao = self._buffer = self._texture = None
+        self._capacity = self._count = 0
+
+
+@dataclass(frozen=True)
+class _Metrics:
+    """Spacing for one atlas, in pixels."""
+
+    line: int  # distance between line tops
+    ink_top: int  # top of capitals below the line top
+    ink_bottom: int  # bottom of descenders below the line top
+    pad_x: int
+    pad_y: int
+
+    @classmethod
+    def of(cls, atlas: FontAtlas) -> _Metrics:
+        s = atlas.size_px
+        return cls(atlas.line_height, atlas.ink_top, atlas.ink_bottom, round(s * 0.5), round(s * 0.3))
+
+
+class TextOverlay:
+    """Draws an :class:`OverlayState` onto the bound framebuffer with alpha blending."""
+
+    def __init__(self, ctx: moderngl.Context, corners: moderngl.Buffer, text_scale: float = 1.0) -> None:
+        self._ctx = ctx
+        self._text_scale = text_scale
+        self._program = load_program(ctx, "text")
+        uniform(self._program, "u_atlas").value = 0
+        self._u_logical_size = uniform(self._program, "u_logical_size")
+        self._u_quarter_turns = uniform(self._program, "u_quarter_turns")
+        self._small = _TextBatch(ctx, self._program, corners)
+        self._large = _TextBatch(ctx, self._program, corners)
+        self._atlases: dict[int, FontAtlas] = {}
+        self._key: tuple[object, ...] | None = None
+
+    def atlas(self, size_px: int) -> FontAtlas:
+        """The atlas for ``size_px``, built on first use (a few ms); keeps the few latest sizes."""
+        atlas = self._atlases.get(size_px)
+        if atlas is None:
+            if len(self._atlases) >= 4:
+                self._atlases.pop(next(iter(self._atlases)))
+            atlas = self._atlases[size_px] = FontAtlas(size_px)
+        return atlas
+
+    def draw(self, overlay: OverlayState, logical_size: tuple[int, int], quarter_turns: int) -> None:
+        key = (
+            overlay.status,
+            overlay.message,
+            overlay.notice,
+            tuple(overlay.debug_lines),
+            logical_size,
+        )
+        if key != self._key:
+            self._rebuild(overlay, logical_size)
+            self._key = key
+        if not (self._small.count or self._large.count):
+            return
+        self._u_logical_size.value = logical_size
+        self._u_quarter_turns.value = quarter_turns
+        ctx = self._ctx
+        ctx.enable(moderngl.BLEND)
+        # Straight alpha for colour; keep the destination opaque.
+        ctx.blend_func = (
+            moderngl.SRC_ALPHA,
+            moderngl.ONE_MINUS_SRC_ALPHA,
+            moderngl.ONE,
+            moderngl.ONE_MINUS_SRC_ALPHA,
+        )  # type: ignore[assignment]  # moderngl accepts separate colour/alpha factors
+        self._small.draw()
+        self._large.draw()
+        ctx.disable(moderngl.BLEND)
+
+    def _rebuild(self, overlay: OverlayState, logical_size: tuple[int, int]) -> None:
+        width, height = logical_size
+        base_px, message_px = text_sizes(logical_size, self._text_scale)
+        small = self.atlas(base_px)
+        self._small.use_atlas(small)
+        m = _Metrics.of(small)
+        margin = round(base_px * 0.6)
+        boxes: list[NDArray[np.float32]] = []
+        glyphs: list[NDArray[np.float32]] = []
+        max_text_w = width - 2 * (margin + m.pad_x)
+
+        def block(lines: list[str], left: float | None, top: float, rgba: RGBA) -> float:
+            """Lines in a box with its top edge at ``top``; ``left`` None centres it. Returns its bottom."""
+            widths = [small.measure(t) for t in lines]
+            block_w = max(widths)
+            x = (width - block_w) / 2 if left is None else left + m.pad_x
+            y = top + m.pad_y - m.ink_top
+            bottom = y + (len(lines) - 1) * m.line + m.ink_bottom + m.pad_y
+            boxes.append(small.box(x - m.pad_x, top, x + block_w + m.pad_x, bottom, BOX_RGBA))
+            for i, text in enumerate(lines):
+                glyphs.append(small.layout(text, x, y + i * m.line, rgba))
+            return bottom
+
+        top = float(margin)
+        if overlay.notice:
+            top = block([small.elide(overlay.notice, max_text_w)], None, top, NOTICE_RGBA) + margin / 2
+        if overlay.debug_lines:
+            bottom_limit = height - 2 * (margin + m.line + 2 * m.pad_y)
+            fit = max(1, int((bottom_limit - top - 2 * m.pad_y) // m.line))
+            lines = [small.elide(t, max_text_w) for t in overlay.debug_lines[:fit]]
+            block(lines, margin, top, DEBUG_RGBA)
+        if overlay.status:
+            status_h = m.ink_bottom - m.ink_top + 2 * m.pad_y
+            block([small.elide(overlay.status, max_text_w)], margin, height - margin - status_h, TEXT_RGBA)
+        self._small.upload(_stack(boxes + glyphs))
+
+        large_rows = np.zeros((0, INSTANCE_FLOATS), np.float32)
+        if overlay.message:
+            large = self.atlas(message_px)
+            self._large.use_atlas(large)
+            lm = _Metrics.of(large)
+            lines = large.wrap(overlay.message, width * 0.88 - 2 * lm.pad_x, max_lines=4)
+            block_w = max(large.measure(t) for t in lines)
+            block_h = (len(lines) - 1) * lm.line + lm.ink_bottom - lm.ink_top
+            y0 = (height - block_h) / 2 - lm.ink_top
+            rows = [
+                large.box(
+                    (width - block_w) / 2 - lm.pad_x,
+                    y0 + lm.ink_top - lm.pad_y,
+                    (width + block_w) / 2 + lm.pad_x,
+                    y0 + lm.ink_top + block_h + lm.pad_y,
+                    BOX_RGBA,
+                )
+            ]
+            for i, text in enumerate(lines):
+                rows.append(
+                    large.layout(text, (width - large.measure(text)) / 2, y0 + i * lm.line, TEXT_RGBA)
+                )
+            large_rows = _stack(rows)
+        self._large.upload(large_rows)
+
+    def release(self) -> None:
+        self._small.release()
+        self._large.release()
+        self._program.release()
+        self._atlases.clear()
+        self._key = None
+
+
+def _stack(rows: list[NDArray[np.float32]]) -> NDArray[np.float32]:
+    return np.concatenate(rows) if rows else np.zeros((0, INSTANCE_FLOATS), np.float32)

@@ -1,0 +1,111 @@
+"""What the kiosk draws each frame: the camera frame (fit/fill, rotated) and the text overlay.
+
+The frame is uploaded as-is: a (H, W, 3) uint8 BGR array goes into a texture whose swizzle
+reads it as RGB, so there is no colour conversion or copy on the CPU. The texture is reused
+while the frame size stays the same. Scaling and rotation happen in ``shaders/frame.vert``
+from the frame and framebuffer sizes; the letterbox bars are the black clear colour.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import moderngl
+import numpy as np
+
+from kiosk.config import DisplayConfig
+from kiosk.render.overlay import OverlayState, TextOverlay
+from kiosk.render.shaders import load_program, uniform
+from kiosk.types import FrameBGR
+
+__all__ = ["OverlayState", "Renderer"]
+
+log = logging.getLogger(__name__)
+
+#: The unit quad as a triangle strip, (0,0) top-left to (1,1) bottom-right.
+_CORNERS = np.array([0, 0, 1, 0, 0, 1, 1, 1], dtype=np.float32)
+
+
+def logical_size(fb_size: tuple[int, int], rotate_deg: int) -> tuple[int, int]:
+    """The upright screen size the viewer sees: ``fb_size`` with sides swapped for 90/270."""
+    w, h = fb_size
+    return (h, w) if (rotate_deg // 90) % 2 else (w, h)
+
+
+class Renderer:
+    """Draws frames and overlays into whatever framebuffer is bound. Main (GL) thread only."""
+
+    def __init__(self, ctx: moderngl.Context, display: DisplayConfig) -> None:
+        self._ctx = ctx
+        self._quarter_turns = (display.rotate // 90) % 4
+        self._rotate_deg = display.rotate
+        self._corners = ctx.buffer(_CORNERS.tobytes())
+        self._frame_program = load_program(ctx, "frame")
+        uniform(self._frame_program, "u_frame").value = 0
+        uniform(self._frame_program, "u_quarter_turns").value = self._quarter_turns
+        uniform(self._frame_program, "u_fill").value = display.fit == "fill"
+        self._u_frame_size = uniform(self._frame_program, "u_frame_size")
+        self._u_target_size = uniform(self._frame_program, "u_target_size")
+        self._frame_vao = ctx.vertex_array(self._frame_program, [(self._corners, "2f", "in_corner")])
+        self._frame_texture: moderngl.Texture | None = None
+        self._overlay = TextOverlay(ctx, self._corners, display.text_scale)
+        self._empty_overlay = OverlayState()
+        #: How many frame textures were created (a new one only when the frame size changes).
+        self.frame_textures_created = 0
+
+    @property
+    def frame_size(self) -> tuple[int, int] | None:
+        """(width, height) of the frame on show, None before the first :meth:`set_frame`."""
+        return None if self._frame_texture is None else self._frame_texture.size
+
+    def set_frame(self, frame_bgr: FrameBGR) -> None:
+        """Upload a new frame; it stays on screen until the next call."""
+        if frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3 or frame_bgr.dtype != np.uint8:
+            raise ValueError(f"expected a (H, W, 3) uint8 BGR frame, got {frame_bgr.shape} {frame_bgr.dtype}")
+        h, w = frame_bgr.shape[:2]
+        tex = self._frame_texture
+        if tex is None or tex.size != (w, h):
+            if tex is not None:
+                tex.release()
+            tex = self._ctx.texture((w, h), 3, dtype="f1", alignment=1)
+            tex.swizzle = "BGR1"  # bytes are B, G, R: sample them as R, G, B
+            tex.filter = (moderngl.LINEAR, moderngl.LINEAR)
+            tex.repeat_x = tex.repeat_y = False
+            self._frame_texture = tex
+            self.frame_textures_created += 1
+        if not frame_bgr.flags.c_contiguous:  # a view (crop, flip): the one case that needs a copy
+            frame_bgr = np.ascontiguousarray(frame_bgr)
+        tex.write(frame_bgr, alignment=1)
+
+    def clear_frame(self) -> None:
+        """Forget the frame: :meth:`draw` shows black (plus the overlay) until the next one."""
+        if self._frame_texture is not None:
+            self._frame_texture.release()
+            self._frame_texture = None
+
+    def draw(self, fb_size: tuple[int, int], overlay: OverlayState | None = None) -> None:
+        """Clear, draw the frame (or black) and the overlay into the bound framebuffer."""
+        w, h = int(fb_size[0]), int(fb_size[1])
+        if w <= 0 or h <= 0:  # minimised window
+            return
+        ctx = self._ctx
+        ctx.viewport = (0, 0, w, h)
+        ctx.disable(moderngl.DEPTH_TEST | moderngl.CULL_FACE | moderngl.BLEND)
+        ctx.clear(0.0, 0.0, 0.0, 1.0)
+        tex = self._frame_texture
+        if tex is not None:
+            tex.use(0)
+            self._u_frame_size.value = tex.size
+            self._u_target_size.value = (w, h)
+            self._frame_vao.render(moderngl.TRIANGLE_STRIP, vertices=4)
+        self._overlay.draw(
+            overlay or self._empty_overlay, logical_size((w, h), self._rotate_deg), self._quarter_turns
+        )
+
+    def release(self) -> None:
+        """Free the GL objects (call with the context still current)."""
+        self.clear_frame()
+        self._overlay.release()
+        self._frame_vao.release()
+        self._frame_program.release()
+        self._corners.release()

@@ -1,0 +1,127 @@
+"""The glfw window under a private Xvfb server (skipped when Xvfb is not installed)."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kiosk.config import DisplayConfig
+from kiosk.render.renderer import OverlayState, Renderer
+from kiosk.render.window import DisplayError, Window, open_surface
+
+pytestmark = pytest.mark.gl
+
+XVFB_SIZE = (640, 480)
+
+
+@pytest.fixture(scope="module")
+def xvfb() -> Iterator[str]:
+    """Start ``Xvfb :N`` on a free display number; yields ":N"."""
+    if shutil.which("Xvfb") is None:
+        pytest.skip("Xvfb not installed (apt-get install xvfb)")
+    number = next(n for n in range(90, 190) if not Path(f"/tmp/.X{n}-lock").exists())
+    display = f":{number}"
+    proc = subprocess.Popen(
+        ["Xvfb", display, "-screen", "0", f"{XVFB_SIZE[0]}x{XVFB_SIZE[1]}x24", "-nolisten", "tcp"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    socket = Path(f"/tmp/.X11-unix/X{number}")
+    deadline = time.monotonic() + 10
+    while not socket.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.skip(f"Xvfb {display} did not start")
+        time.sleep(0.05)
+    yield display
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def on_xvfb(xvfb: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("DISPLAY", xvfb)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    return xvfb
+
+
+def test_window_draws_and_reads_back(on_xvfb: str) -> None:
+    display = DisplayConfig(width=320, height=240, vsync=False)
+    window = open_surface(display, headless=False)
+    assert isinstance(window, Window)
+    renderer = Renderer(window.ctx, display)
+    try:
+        frame = np.zeros((120, 160, 3), np.uint8)
+        frame[:, :80] = (255, 0, 0)  # blue (BGR)
+        frame[:, 80:] = (0, 0, 255)  # red
+        for _ in range(2):  # two frames: draw, read, present
+            window.poll_events()
+            size = window.begin_frame()
+            assert size == (320, 240)
+            renderer.set_frame(frame)
+            renderer.draw(size, OverlayState(status="window test"))
+            assert window.ctx.error == "GL_NO_ERROR"
+            rgb = window.read_rgb()
+            assert window.ctx.error == "GL_NO_ERROR"
+            window.end_frame()
+        assert rgb.shape == (240, 320, 3)
+        assert tuple(rgb[60, 80]) == (0, 0, 255)
+        assert tuple(rgb[60, 240]) == (255, 0, 0)
+        assert rgb[200:, :100].max(axis=2).min() < 200, "status box darkens the bottom-left"
+        assert not window.should_close()
+    finally:
+        renderer.release()
+        window.close()
+
+
+def test_window_reports_key_presses(on_xvfb: str) -> None:
+    xdotool = shutil.which("xdotool")
+    if xdotool is None:
+        pytest.skip("xdotool not installed")
+    window = Window(DisplayConfig(width=320, height=240, vsync=False, title="kiosk-key-test"))
+    try:
+        window.begin_frame()
+        window.end_frame()
+        window.poll_events()
+        # No window manager: keyboard focus follows the pointer, so park it over the window.
+        subprocess.run([xdotool, "mousemove", "100", "100"], check=True, timeout=10)
+        subprocess.run([xdotool, "key", "Escape", "d", "F1", "Left"], check=True, timeout=10)
+        keys: list[str] = []
+        deadline = time.monotonic() + 3
+        while len(keys) < 4 and time.monotonic() < deadline:
+            keys += window.poll_events()
+            time.sleep(0.01)
+        assert keys == ["ESCAPE", "D", "F1", "LEFT"]
+    finally:
+        window.close()
+
+
+def test_fullscreen_missing_monitor_falls_back_to_primary(
+    on_xvfb: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kiosk.render.window")
+    window = Window(DisplayConfig(fullscreen=True, monitor=7, vsync=True))
+    try:
+        assert window.begin_frame() == XVFB_SIZE
+        assert any("monitor 7 not found" in r.getMessage() for r in caplog.records)
+    finally:
+        window.close()
+
+
+def test_no_display_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DISPLAY", raising=False)
+    monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the DISPLAY check is for Linux (X11/Wayland)")
+    with pytest.raises(DisplayError) as err:
+        Window(DisplayConfig())
+    message = str(err.value)
+    assert "DISPLAY unset" in message and "--headless" in message and "\n" not in message
