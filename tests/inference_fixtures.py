@@ -1,0 +1,75 @@
+"""Fixtures for the inference/pipeline tests. Import them into a test module with
+``from inference_fixtures import *  # noqa: F403``."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import standins
+
+from kiosk.config import KioskConfig, ModelsConfig, ProcessingConfig, ProvidersConfig
+
+SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+
+__all__ = [
+    "SHARED_MODELS",
+    "cpu_only",
+    "det_500m",
+    "insightface_image",
+    "make_cfg",
+    "shared_model",
+    "standin_dir",
+    "standin_cfg",
+    "t1_bgr",
+]
+
+cpu_only = ProvidersConfig(order=["cpu"], intra_op_threads=2)
+
+
+def shared_model(name: str) -> Path:
+    """A real model from ../shared/models, or skip the test with the reason."""
+    p = SHARED_MODELS / name
+    if not p.is_file():
+        pytest.skip(f"{p} not present (../shared/models is only in the dev checkout)")
+    return p
+
+
+def insightface_image(name: str) -> Path:
+    spec = importlib.util.find_spec("insightface")
+    if spec is None or spec.origin is None:
+        pytest.skip("insightface (test-only dependency) is not installed")
+    p = Path(spec.origin).parent / "data" / "images" / name
+    if not p.is_file():
+        pytest.skip(f"{p} missing from the insightface package")
+    return p
+
+
+def make_cfg(models_dir: Path, **models: str | None) -> KioskConfig:
+    mc = ModelsConfig(dir=str(models_dir), providers=cpu_only, **models)  # type: ignore[arg-type]
+    return KioskConfig(models=mc, processing=ProcessingConfig(det_size=640, max_faces=8), base_dir=models_dir)
+
+
+@pytest.fixture(scope="session")
+def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("standin_models")
+    standins.make_all(d)
+    return d
+
+
+@pytest.fixture(scope="session")
+def standin_cfg(standin_dir: Path) -> KioskConfig:
+    return make_cfg(standin_dir)
+
+
+@pytest.fixture(scope="session")
+def det_500m() -> Path:
+    return shared_model("det_500m.onnx")
+
+
+@pytest.fixture(scope="session")
+def t1_bgr():  # type: ignore[no-untyped-def]
+    import cv2
+
+    return cv2.imread(str(insightface_image("t1.jpg")))
