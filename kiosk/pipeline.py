@@ -311,7 +311,8 @@ class PipelineProcessor:
             if not self._error_logged:
                 log.exception("face swap failed; showing the camera unchanged")
                 self._error_logged = True
-            np.copyto(out.frame_bgr, frame_bgr)
+            if out.frame_bgr.shape == frame_bgr.shape:
+                np.copyto(out.frame_bgr, frame_bgr)
             out.faces.clear()
             out.notice = f"swap error: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
             return

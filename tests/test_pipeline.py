@@ -1,0 +1,170 @@
+"""SwapPipeline public API, PipelineProcessor and build_processor (stand-in models; real det_500m
+and insightface's photos where available)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+import standins
+from inference_fixtures import *  # noqa: F403
+from inference_fixtures import insightface_image, make_cfg
+
+from kiosk.config import KioskConfig
+from kiosk.inference.errors import ImageError, ModelCorruptError, ModelSignatureError, NoFaceError
+from kiosk.pipeline import PipelineProcessor, SwapPipeline, build_processor, missing_models, read_image
+from kiosk.processing import PassThrough
+from kiosk.types import SwapResult
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+SOURCE = standins.white_square_frame(h=256, w=256, squares=((96, 96, 64),))
+FRAME = standins.white_square_frame(h=360, w=640, squares=((64, 64, 64), (384, 160, 64)))
+
+
+@pytest.fixture(scope="module")
+def pipe(standin_cfg: KioskConfig) -> SwapPipeline:
+    p = SwapPipeline.from_config(standin_cfg)
+    p.set_source(SOURCE)
+    return p
+
+
+def test_public_api(pipe: SwapPipeline) -> None:
+    faces = pipe.detect(FRAME)
+    assert len(faces) == 2
+    out = pipe.process(FRAME)
+    assert out.shape == FRAME.shape and out.dtype == np.uint8 and out is not FRAME
+    assert (out != FRAME).any()
+    assert pipe.times.faces == 2 and pipe.times.detect_ms > 0
+
+
+def test_process_changes_only_the_face_regions(pipe: SwapPipeline) -> None:
+    frame = FRAME.copy()
+    out = pipe.process(frame)
+    np.testing.assert_array_equal(frame, FRAME)  # input untouched
+    changed = (out != FRAME).any(axis=2)
+    ys, xs = np.nonzero(changed)
+    faces = pipe.detect(FRAME)
+    for y, x in zip(ys[::50], xs[::50], strict=True):
+        assert any(
+            f.box_xyxy[0] - 80 <= x <= f.box_xyxy[2] + 80 and f.box_xyxy[1] - 80 <= y <= f.box_xyxy[3] + 80
+            for f in faces
+        )
+    assert not changed[:, 600:].any()
+
+
+def test_no_face_in_source(standin_cfg: KioskConfig) -> None:
+    p = SwapPipeline.from_config(standin_cfg)
+    with pytest.raises(NoFaceError, match="no face"):
+        p.set_source(np.full((200, 200, 3), 80, np.uint8))
+    with pytest.raises(RuntimeError, match="set_source"):
+        p.process(FRAME)
+
+
+def test_source_latent_is_cached(pipe: SwapPipeline) -> None:
+    before = dict(pipe._latents)
+    pipe.set_source(SOURCE)
+    assert pipe._latents.keys() == before.keys()
+
+
+def test_enhancer(standin_cfg: KioskConfig) -> None:
+    p = SwapPipeline.from_config(standin_cfg, enhance=True)
+    p.set_source(SOURCE)
+    out = p.process(FRAME)
+    assert out.shape == FRAME.shape and p.times.enhance_ms > 0
+
+
+def test_processor_writes_into_the_slot(pipe: SwapPipeline) -> None:
+    proc = PipelineProcessor(pipe)
+    assert proc.name.startswith("swap (CPUExecutionProvider")
+    slot = SwapResult(frame_bgr=np.zeros_like(FRAME))
+    buf = slot.frame_bgr
+    proc.process(FRAME, slot)
+    assert slot.frame_bgr is buf and (buf != 0).any()
+    assert len(slot.faces) == 2
+    sf = slot.faces[0]
+    assert sf.crop_bgr.shape == (128, 128, 3) and sf.affine.shape == (2, 3)
+    proc.process(np.zeros((360, 640, 3), np.uint8), slot)  # no faces: plain copy
+    assert slot.faces == [] and not slot.frame_bgr.any()
+
+
+def test_processor_survives_a_failing_model(pipe: SwapPipeline) -> None:
+    proc = PipelineProcessor(pipe)
+    slot = SwapResult(frame_bgr=np.zeros((10, 10, 3), np.uint8))
+    proc.process(np.zeros((20, 20, 3), np.uint8)[:10, :10], slot)  # fine
+    bad = SwapResult(frame_bgr=np.zeros((5, 5, 3), np.uint8))
+    proc.process(np.zeros((10, 10, 3), np.uint8), bad)  # shape mismatch → error notice, no raise
+    assert "swap error" in bad.notice
+
+
+# -- build_processor -------------------------------------------------------------------------------
+def _cfg_with_source(models_dir: Path, tmp_path: Path, **kw: object) -> KioskConfig:
+    src = tmp_path / "face.png"
+    cv2.imwrite(str(src), SOURCE)
+    cfg = make_cfg(models_dir, **kw)  # type: ignore[arg-type]
+    return cfg.model_copy(update={"processing": cfg.processing.model_copy(update={"source_face": str(src)})})
+
+
+def test_build_processor_ready(standin_dir: Path, tmp_path: Path) -> None:
+    proc = build_processor(_cfg_with_source(standin_dir, tmp_path))
+    assert isinstance(proc, PipelineProcessor)
+
+
+def test_build_processor_models_missing(tmp_path: Path) -> None:
+    cfg = _cfg_with_source(tmp_path / "empty", tmp_path)
+    assert [p.name for p in missing_models(cfg)] == ["det_10g.onnx", "w600k_r50.onnx", "inswapper_128.onnx"]
+    proc = build_processor(cfg)
+    assert isinstance(proc, PassThrough)
+    assert proc.notice.startswith("models missing: det_10g.onnx, w600k_r50.onnx, inswapper_128.onnx in ")
+    assert "run: kiosk models fetch" in proc.notice and "\n" not in proc.notice
+
+
+def test_build_processor_corrupt_model(standin_dir: Path, tmp_path: Path) -> None:
+    d = tmp_path / "models"
+    shutil.copytree(standin_dir, d)
+    (d / "inswapper_128.onnx").write_bytes(b"not a model")
+    proc = build_processor(_cfg_with_source(d, tmp_path))
+    assert isinstance(proc, PassThrough) and "inswapper_128.onnx" in proc.notice
+    assert "kiosk models fetch" in proc.notice
+
+
+def test_build_processor_no_source(standin_cfg: KioskConfig, standin_dir: Path, tmp_path: Path) -> None:
+    proc = build_processor(standin_cfg)
+    assert isinstance(proc, PassThrough) and "source_face" in proc.notice
+    cfg = _cfg_with_source(standin_dir, tmp_path)
+    cv2.imwrite(cfg.processing.source_face or "", np.full((100, 100, 3), 80, np.uint8))
+    proc = build_processor(cfg)
+    assert isinstance(proc, PassThrough) and "no face found" in proc.notice
+
+
+def test_from_config_errors(standin_dir: Path, tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    shutil.copytree(standin_dir, d)
+    shutil.copy(d / "inswapper_128.onnx", d / "w600k_r50.onnx")  # swapper in the embedder's place
+    with pytest.raises(ModelSignatureError, match="w600k_r50.onnx"):
+        SwapPipeline.from_config(make_cfg(d))
+    (d / "det_10g.onnx").write_bytes(b"")
+    with pytest.raises(ModelCorruptError, match="det_10g.onnx"):
+        SwapPipeline.from_config(make_cfg(d))
+
+
+def test_read_image_errors(tmp_path: Path) -> None:
+    with pytest.raises(ImageError, match="not found"):
+        read_image(tmp_path / "none.jpg")
+    (tmp_path / "bad.jpg").write_bytes(b"\xff\xd8garbage")
+    with pytest.raises(ImageError, match="cannot decode"):
+        read_image(tmp_path / "bad.jpg")
+
+
+# -- real detector, real photos --------------------------------------------------------------------
+def test_real_photos(standin_dir: Path, det_500m: Path, t1_bgr: np.ndarray) -> None:
+    cfg = make_cfg(standin_dir, detector=str(det_500m))
+    pipe = SwapPipeline.from_config(cfg)
+    hanks = read_image(insightface_image("Tom_Hanks_54745.png"))  # an aligned 112x112 crop: padded retry
+    face = pipe.set_source(hanks)
+    assert face.score > 0.5
+    out = pipe.process(t1_bgr)
+    assert pipe.times.faces == 6 and out.shape == t1_bgr.shape
