@@ -104,6 +104,41 @@ def test_window_reports_key_presses(on_xvfb: str) -> None:
         window.close()
 
 
+def test_window_reports_modifiers_in_a_fixed_order(on_xvfb: str) -> None:
+    xdotool = shutil.which("xdotool")
+    if xdotool is None:
+        pytest.skip("xdotool not installed")
+    window = Window(DisplayConfig(width=320, height=240, vsync=False, title="kiosk-mod-test"))
+    try:
+        window.begin_frame()
+        window.end_frame()
+        window.poll_events()
+        subprocess.run([xdotool, "mousemove", "100", "100"], check=True, timeout=10)
+        combos = ["ctrl+shift+q", "shift+ctrl+a", "alt+F4", "super+Right", "ctrl+alt+shift+super+x", "q"]
+        subprocess.run([xdotool, "key", *combos, "Control_L", "Shift_R"], check=True, timeout=10)
+        expected = ["CTRL+SHIFT+Q", "CTRL+SHIFT+A", "ALT+F4", "SUPER+RIGHT", "CTRL+SHIFT+ALT+SUPER+X", "Q"]
+        keys: list[str] = []
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and len(keys) < len(expected):
+            keys += window.poll_events()
+            time.sleep(0.01)
+        time.sleep(0.1)  # the lone modifiers at the end must not show up late either
+        keys += window.poll_events()
+        assert keys == expected
+    finally:
+        window.close()
+
+
+def test_key_name_order_and_lone_modifiers() -> None:
+    from kiosk.render.window import key_name
+
+    assert key_name("Q", 0) == "Q"
+    assert key_name("Q", 0x1 | 0x2) == "CTRL+SHIFT+Q"
+    assert key_name("F4", 0x8 | 0x4) == "ALT+SUPER+F4"
+    assert key_name("Q", 0x10 | 0x20) == "Q", "Caps/Num Lock are not modifiers"
+    assert key_name("LEFT_CONTROL", 0x2) is None and key_name("RIGHT_SHIFT", 0) is None
+
+
 def test_fullscreen_missing_monitor_falls_back_to_primary(
     on_xvfb: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -129,6 +129,26 @@ def release_standalone_context(ctx: moderngl.Context) -> None:
             ctypes.CDLL("libEGL.so.1").eglReleaseThread()
 
 
+#: Modifier bits of glfw's key callback and the prefix each adds, in the reported order.
+_MODIFIERS: tuple[tuple[int, str], ...] = ((0x2, "CTRL"), (0x1, "SHIFT"), (0x4, "ALT"), (0x8, "SUPER"))
+#: Keys that are modifiers themselves: never reported on their own.
+_MODIFIER_KEYS = frozenset(
+    f"{side}_{mod}" for side in ("LEFT", "RIGHT") for mod in ("SHIFT", "CONTROL", "ALT", "SUPER")
+)
+
+
+def key_name(name: str, mods: int) -> str | None:
+    """The reported name of key ``name`` pressed with glfw modifier bits ``mods``.
+
+    ``"Q"`` with Ctrl+Shift is ``"CTRL+SHIFT+Q"`` (always in the order CTRL, SHIFT, ALT, SUPER);
+    a modifier key alone is None; Caps/Num Lock bits are ignored.
+    """
+    if name in _MODIFIER_KEYS:
+        return None
+    prefix = "".join(f"{label}+" for bit, label in _MODIFIERS if mods & bit)
+    return prefix + name
+
+
 def _key_names() -> dict[int, str]:
     import glfw
 
@@ -235,8 +255,9 @@ class Window:
     def _on_key(self, window: Any, key: int, scancode: int, action: int, mods: int) -> None:
         if action == self._glfw.PRESS:
             name = self._key_names.get(key)
-            if name is not None:
-                self._keys.append(name)
+            reported = None if name is None else key_name(name, mods)
+            if reported is not None:
+                self._keys.append(reported)
 
     def framebuffer_size(self) -> tuple[int, int]:
         w, h = self._glfw.get_framebuffer_size(self._window)
@@ -253,6 +274,7 @@ class Window:
         self._glfw.swap_buffers(self._window)
 
     def poll_events(self) -> list[str]:
+        """Keys pressed since the last call, e.g. ``["RIGHT", "CTRL+SHIFT+Q"]`` (see :func:`key_name`)."""
         self._glfw.poll_events()
         keys, self._keys = self._keys, []
         return keys
