@@ -107,7 +107,8 @@ class StageTimes:
     """Milliseconds spent per stage in the last :meth:`SwapPipeline.process` call (summed over faces)."""
 
     detect_ms: float = 0.0
-    align_swap_ms: float = 0.0
+    align_ms: float = 0.0
+    swap_ms: float = 0.0
     enhance_ms: float = 0.0
     paste_ms: float = 0.0
     faces: int = 0
@@ -269,19 +270,22 @@ class SwapPipeline:
         result: list[SwappedFace] = []
         for face in faces:
             a = time.perf_counter()
-            crop, affine = self.swapper.swap(frame_bgr, face.kps, self._latent)
+            affine = self.swapper.align(frame_bgr, face.kps)
             b = time.perf_counter()
-            self._paste.paste(out_bgr, crop, affine)
+            crop = self.swapper.to_bgr(self.swapper.infer(self._latent))
             c = time.perf_counter()
-            t.align_swap_ms += (b - a) * 1e3
-            t.paste_ms += (c - b) * 1e3
+            self._paste.paste(out_bgr, crop, affine)
+            d = time.perf_counter()
+            t.align_ms += (b - a) * 1e3
+            t.swap_ms += (c - b) * 1e3
+            t.paste_ms += (d - c) * 1e3
             if self.enhance and self.enhancer is not None:
                 crop, affine = self.enhancer.enhance(out_bgr, face.kps, self.enhance_blend)
-                d = time.perf_counter()
-                self._paste.paste(out_bgr, crop, affine)
                 e = time.perf_counter()
-                t.enhance_ms += (d - c) * 1e3
-                t.paste_ms += (e - d) * 1e3
+                self._paste.paste(out_bgr, crop, affine)
+                f = time.perf_counter()
+                t.enhance_ms += (e - d) * 1e3
+                t.paste_ms += (f - e) * 1e3
             result.append(SwappedFace(crop_bgr=crop, affine=affine, face=face))
         t.faces = len(faces)
         self.times = t

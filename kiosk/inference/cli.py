@@ -96,7 +96,7 @@ def _cmd_swap(args: argparse.Namespace) -> int:
     t = pipe.times
     print(
         f"{out_path}: swapped {t.faces} face(s) on {pipe.provider} "
-        f"(detect {t.detect_ms:.0f} ms, swap {t.align_swap_ms:.0f} ms, enhance {t.enhance_ms:.0f} ms, "
+        f"(detect {t.detect_ms:.0f} ms, align {t.align_ms:.1f} ms, swap {t.swap_ms:.0f} ms, enhance {t.enhance_ms:.0f} ms, "
         f"paste {t.paste_ms:.1f} ms)"
     )
     if t.faces == 0:

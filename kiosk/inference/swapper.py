@@ -64,27 +64,38 @@ class InSwapper:
         lat /= np.linalg.norm(lat)
         return lat.astype(np.float32)
 
-    def swap_raw(
-        self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float32], Affine2x3]:
-        """Raw model output (1,3,128,128) RGB in [0,1] and the frame→crop matrix."""
+    def align(self, frame_bgr: FrameBGR, kps: Landmarks5) -> Affine2x3:
+        """Warp the target face into the reused 128 crop and input blob; return the frame→crop matrix."""
         m = align_matrix(kps, self.spec.template or "arcface_128", self.size_px)
         warp_crop(frame_bgr, m, self.size_px, out=self._crop)
-        chw = self._crop.transpose(2, 0, 1)
-        np.copyto(self._blob[0], chw[::-1], casting="unsafe")
+        np.copyto(self._blob[0], self._crop.transpose(2, 0, 1)[::-1], casting="unsafe")
         self._blob *= np.float32(1.0 / self.spec.std)
+        return m
+
+    def infer(self, latent: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Run the model on the aligned blob: (1,3,128,128) RGB in [0,1]."""
         feeds = {
             self.target_name: self._blob.astype(self._dtype, copy=False),
             self.source_name: latent.astype(self._dtype, copy=False),
         }
-        pred = self.session.run([self.output_name], feeds)[0]
-        return np.asarray(pred, np.float32), m
+        return np.asarray(self.session.run([self.output_name], feeds)[0], np.float32)
+
+    @staticmethod
+    def to_bgr(pred: NDArray[np.float32]) -> FrameBGR:
+        """Model output → a new 128x128 BGR uint8 crop (insightface's clip-and-truncate)."""
+        rgb = pred[0].transpose(1, 2, 0)
+        return np.ascontiguousarray(np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1])
+
+    def swap_raw(
+        self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
+    ) -> tuple[NDArray[np.float32], Affine2x3]:
+        """Raw model output (1,3,128,128) RGB in [0,1] and the frame→crop matrix."""
+        m = self.align(frame_bgr, kps)
+        return self.infer(latent), m
 
     def swap(
         self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
     ) -> tuple[FrameBGR, Affine2x3]:
         """Swapped face as a new 128x128 BGR uint8 crop, and the frame→crop matrix."""
         pred, m = self.swap_raw(frame_bgr, kps, latent)
-        rgb = pred[0].transpose(1, 2, 0)
-        crop = np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1]
-        return np.ascontiguousarray(crop), m
+        return self.to_bgr(pred), m
