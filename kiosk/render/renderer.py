@@ -1,22 +1,28 @@
-"""What the kiosk draws each frame: the camera frame (fit/fill, rotated) and the text overlay.
+"""What the kiosk draws each frame: the camera frame (fit/fill, rotated) with the swapped faces
+composited over it, the booth UI and the text overlay.
 
 The frame is uploaded as-is: a (H, W, 3) uint8 BGR array goes into a texture whose swizzle
 reads it as RGB, so there is no colour conversion or copy on the CPU. The texture is reused
 while the frame size stays the same. Scaling and rotation happen in ``shaders/frame.vert``
 from the frame and framebuffer sizes; the letterbox bars are the black clear colour.
+Face crops given to :meth:`Renderer.set_frame` are pasted back in ``shaders/frame.frag``
+(:mod:`kiosk.render.composite`); the booth layer (:mod:`kiosk.render.booth_layer`) and the text
+overlay are drawn on top in logical (upright screen) pixels.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import moderngl
 import numpy as np
 
 from kiosk.config import DisplayConfig
+from kiosk.render.composite import FaceCrops
 from kiosk.render.overlay import OverlayState, TextOverlay
 from kiosk.render.shaders import load_program, uniform
-from kiosk.types import FrameBGR
+from kiosk.types import FrameBGR, SwappedFace
 
 __all__ = ["OverlayState", "Renderer"]
 
@@ -48,6 +54,7 @@ class Renderer:
         self._u_target_size = uniform(self._frame_program, "u_target_size")
         self._frame_vao = ctx.vertex_array(self._frame_program, [(self._corners, "2f", "in_corner")])
         self._frame_texture: moderngl.Texture | None = None
+        self._crops = FaceCrops(ctx, self._frame_program)
         self._overlay = TextOverlay(ctx, self._corners, display.text_scale)
         self._empty_overlay = OverlayState()
         #: How many frame textures were created (a new one only when the frame size changes).
@@ -58,8 +65,18 @@ class Renderer:
         """(width, height) of the frame on show, None before the first :meth:`set_frame`."""
         return None if self._frame_texture is None else self._frame_texture.size
 
-    def set_frame(self, frame_bgr: FrameBGR) -> None:
-        """Upload a new frame; it stays on screen until the next call."""
+    @property
+    def face_crops(self) -> FaceCrops:
+        """The composited face crops (counters and layout, for tests and stats)."""
+        return self._crops
+
+    def set_frame(self, frame_bgr: FrameBGR, faces: Sequence[SwappedFace] | None = None) -> None:
+        """Upload a new frame; it stays on screen until the next call.
+
+        ``faces``: swapped crops with their frame→crop affines, pasted back over the frame by the
+        frame shader (the same feathered mask as :mod:`kiosk.inference.paste`); None or empty
+        shows the frame as it is.
+        """
         if frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3 or frame_bgr.dtype != np.uint8:
             raise ValueError(f"expected a (H, W, 3) uint8 BGR frame, got {frame_bgr.shape} {frame_bgr.dtype}")
         h, w = frame_bgr.shape[:2]
@@ -76,12 +93,14 @@ class Renderer:
         if not frame_bgr.flags.c_contiguous:  # a view (crop, flip): the one case that needs a copy
             frame_bgr = np.ascontiguousarray(frame_bgr)
         tex.write(frame_bgr, alignment=1)
+        self._crops.set(faces or ())
 
     def clear_frame(self) -> None:
         """Forget the frame: :meth:`draw` shows black (plus the overlay) until the next one."""
         if self._frame_texture is not None:
             self._frame_texture.release()
             self._frame_texture = None
+        self._crops.clear()
 
     def draw(self, fb_size: tuple[int, int], overlay: OverlayState | None = None) -> None:
         """Clear, draw the frame (or black) and the overlay into the bound framebuffer."""
@@ -95,6 +114,7 @@ class Renderer:
         tex = self._frame_texture
         if tex is not None:
             tex.use(0)
+            self._crops.bind()
             self._u_frame_size.value = tex.size
             self._u_target_size.value = (w, h)
             self._frame_vao.render(moderngl.TRIANGLE_STRIP, vertices=4)
@@ -105,6 +125,7 @@ class Renderer:
     def release(self) -> None:
         """Free the GL objects (call with the context still current)."""
         self.clear_frame()
+        self._crops.release()
         self._overlay.release()
         self._frame_vao.release()
         self._frame_program.release()
