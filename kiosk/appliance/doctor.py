@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import importlib
 import importlib.metadata
 import io
@@ -577,70 +576,29 @@ def check_source(ctx: DoctorContext) -> list[CheckResult]:
 # ----------------------------------------------------------------------------------------- models
 
 
-def model_paths(cfg: KioskConfig) -> dict[str, Path]:
-    """Role → file the config points at (a bare file name lives in ``models.dir``)."""
-    models_dir = _resolve(cfg, cfg.models.dir)
-    roles = {"detector": cfg.models.detector, "embedder": cfg.models.embedder, "swapper": cfg.models.swapper}
-    if cfg.processing.enhance and cfg.models.enhancer:
-        roles["enhancer"] = cfg.models.enhancer
-    out = {}
-    for role, name in roles.items():
-        p = Path(name).expanduser()
-        out[role] = p if p.is_absolute() else (_resolve(cfg, p) if len(p.parts) > 1 else models_dir / p)
-    return out
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _verify_with_pipeline(ctx: DoctorContext) -> list[CheckResult] | None:
-    """Use the pipeline's own verification (``kiosk models verify``) when it provides one."""
-    try:
-        manifest = importlib.import_module("kiosk.inference.manifest")
-    except ModuleNotFoundError:
-        return None
-    verify = getattr(manifest, "verify_models", None)
-    if verify is None:
-        return None
-    results = []
-    for item in verify(ctx.cfg):
-        ok = bool(getattr(item, "ok", False))
-        results.append(
-            CheckResult(
-                f"model-{getattr(item, 'role', '?')}",
-                ok,
-                str(getattr(item, "detail", "")),
-                "" if ok else f"kiosk models fetch --config {ctx.config_path}",
-            )
-        )
-    return results
-
-
 def check_models(ctx: DoctorContext) -> list[CheckResult]:
+    """Presence and SHA-256 of each model the config needs, with the pipeline's own rules
+    (the same as ``kiosk models verify``)."""
     fix_fetch = f"kiosk models fetch --config {ctx.config_path}"
     if not ctx.cfg.processing.enabled:
         return [CheckResult("models", True, "processing.enabled is false: no models needed (camera only)")]
-    from_pipeline = _verify_with_pipeline(ctx)
-    if from_pipeline is not None:
-        return from_pipeline
+    from kiosk.inference.fetch import check_file
     from kiosk.inference.specs import spec_for_file
+    from kiosk.pipeline import model_paths
 
     missing, corrupt, fine = [], [], []
     for role, path in model_paths(ctx.cfg).items():
-        if not path.is_file():
-            missing.append(f"{role} {path}")
+        if path is None or (role == "enhancer" and not ctx.cfg.processing.enhance):
             continue
-        spec = spec_for_file(role, path)  # type: ignore[arg-type]
-        if spec.known_hashes:
-            digest = _sha256(path)
-            if digest not in spec.known_hashes:
-                corrupt.append(f"{role} {path} (sha256 {digest[:12]}... is not the published file)")
-                continue
+        path = Path(os.path.normpath(path))
+        status = check_file(role, spec_for_file(role, path), path)
+        if not status.present:
+            missing.append(f"{role} {path}")
+        elif status.verified is False:
+            corrupt.append(
+                f"{role} {path} (sha256 {(status.sha256 or '')[:12]}... is not the published file)"
+            )
+        elif status.verified is True:
             fine.append(f"{role} verified")
         else:
             fine.append(f"{role} present (no published hash to verify)")
@@ -652,7 +610,7 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
             CheckResult(
                 "models-verified",
                 False,
-                "corrupt or unknown: " + "; ".join(corrupt),
+                "corrupt or not the published file: " + "; ".join(corrupt),
                 f"delete the file(s), then {fix_fetch}",
             )
         )
