@@ -72,6 +72,10 @@ def _session_options(cfg: ProvidersConfig) -> ort.SessionOptions:
     so.intra_op_num_threads = cfg.intra_op_threads
     so.inter_op_num_threads = 1
     so.log_severity_level = 3  # ONNX Runtime's own chatter; our fallback warning is explicit
+    # Idle worker threads must not spin after a run: between model runs the pipeline does its own
+    # CPU work (letterbox, warps, paste-back) and spinning threads would steal the cores from it.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    so.add_session_config_entry("session.inter_op.allow_spinning", "0")
     return so
 
 
