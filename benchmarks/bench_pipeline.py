@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from kiosk.config import KioskConfig, ModelsConfig, ProcessingConfig, ProvidersConfig  # noqa: E402
 from kiosk.inference.paste import PasteBack  # noqa: E402
-from kiosk.pipeline import SwapPipeline  # noqa: E402
+from kiosk.pipeline import SwapPipeline, read_image  # noqa: E402
 
 
 def _insightface_data(name: str) -> Path:
@@ -42,7 +42,7 @@ def _insightface_data(name: str) -> Path:
 
 def make_frame() -> np.ndarray:
     """insightface's t1.jpg (six faces) scaled to 1080 px high, centred in a 1920x1080 frame."""
-    img = cv2.imread(str(_insightface_data("t1.jpg")))
+    img = read_image(_insightface_data("t1.jpg"))
     scale = 1080 / img.shape[0]
     img = cv2.resize(img, (int(img.shape[1] * scale), 1080), interpolation=cv2.INTER_LINEAR)
     frame = np.zeros((1080, 1920, 3), np.uint8)
@@ -68,15 +68,19 @@ def main() -> int:
         models_dir = Path(tempfile.mkdtemp(prefix="bench_models_"))
         standins.make_all(models_dir)
         kind = "stand-in"
-    providers = ProvidersConfig(order=["cpu"], intra_op_threads=args.threads)
-    cfg = KioskConfig(
-        models=ModelsConfig(dir=str(models_dir), detector=args.detector, providers=providers),
-        processing=ProcessingConfig(max_faces=8, enhance=True),
-        base_dir=models_dir,
+    providers = ProvidersConfig.model_validate({"order": ["cpu"], "intra_op_threads": args.threads})
+    cfg = KioskConfig.model_validate(
+        {
+            "models": ModelsConfig.model_validate(
+                {"dir": str(models_dir), "detector": args.detector, "providers": providers}
+            ),
+            "processing": ProcessingConfig.model_validate({"max_faces": 8, "enhance": True}),
+            "base_dir": models_dir,
+        }
     )
     frame = make_frame()
     pipe = SwapPipeline.from_config(cfg)
-    pipe.set_source(cv2.imread(str(_insightface_data("Tom_Hanks_54745.png"))))
+    pipe.set_source(read_image(_insightface_data("Tom_Hanks_54745.png")))
 
     print(
         f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, provider {pipe.provider}"

@@ -25,7 +25,7 @@ __all__ = [
     "t1_bgr",
 ]
 
-cpu_only = ProvidersConfig(order=["cpu"], intra_op_threads=2)
+cpu_only = ProvidersConfig.model_validate({"order": ["cpu"], "intra_op_threads": 2})
 
 
 def shared_model(name: str) -> Path:
@@ -47,8 +47,9 @@ def insightface_image(name: str) -> Path:
 
 
 def make_cfg(models_dir: Path, **models: str | None) -> KioskConfig:
-    mc = ModelsConfig(dir=str(models_dir), providers=cpu_only, **models)  # type: ignore[arg-type]
-    return KioskConfig(models=mc, processing=ProcessingConfig(det_size=640, max_faces=8), base_dir=models_dir)
+    mc = ModelsConfig.model_validate({"dir": str(models_dir), "providers": cpu_only, **models})
+    proc = ProcessingConfig.model_validate({"det_size": 640, "max_faces": 8})
+    return KioskConfig.model_validate({"models": mc, "processing": proc, "base_dir": models_dir})
 
 
 @pytest.fixture(scope="session")
