@@ -42,12 +42,12 @@ def _insightface_data(name: str) -> Path:
 
 def make_frame() -> np.ndarray:
     """insightface's t1.jpg (six faces) scaled to 1080 px high, centred in a 1920x1080 frame."""
-    img = read_image(_insightface_data("t1.jpg"))
-    scale = 1080 / img.shape[0]
-    img = cv2.resize(img, (int(img.shape[1] * scale), 1080), interpolation=cv2.INTER_LINEAR)
+    photo = read_image(_insightface_data("t1.jpg"))
+    scale = 1080 / photo.shape[0]
+    big = cv2.resize(photo, (int(photo.shape[1] * scale), 1080), interpolation=cv2.INTER_LINEAR)
     frame = np.zeros((1080, 1920, 3), np.uint8)
-    x0 = (1920 - img.shape[1]) // 2
-    frame[:, x0 : x0 + img.shape[1]] = img
+    x0 = (1920 - big.shape[1]) // 2
+    frame[:, x0 : x0 + big.shape[1]] = big
     return frame
 
 
