@@ -149,3 +149,53 @@ def test_periodic_watchdog_from_a_child_process(listener: tuple[socket.socket, s
     pings = msgs[1:-1]
     assert set(pings) == {"WATCHDOG=1"}
     assert 7 <= len(pings) <= 11  # ~10 in 1 s; far fewer than the 100 frames
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _runtime_uses_sdnotify() -> bool:
+    return any(
+        "SdNotifier" in p.read_text() for p in (ROOT / "kiosk").glob("*.py") if p.name not in ("cli.py",)
+    )
+
+
+@pytest.mark.skipif(not _runtime_uses_sdnotify(), reason="the runtime does not use SdNotifier yet")
+def test_kiosk_run_speaks_sd_notify_and_stops_on_sigterm(
+    listener: tuple[socket.socket, str], tmp_path: Path
+) -> None:
+    """`kiosk run` under a fake systemd: READY once rendering, WATCHDOG every WATCHDOG_USEC/2,
+    STOPPING and exit within 2 s of SIGTERM."""
+    import signal
+
+    sock, path = listener
+    cfg = tmp_path / "kiosk.yaml"
+    cfg.write_text(
+        "source: {kind: synthetic, synthetic: {width: 320, height: 240, fps: 30}}\n"
+        "display: {width: 320, height: 240}\nprocessing: {enabled: false}\n"
+    )
+    env = dict(os.environ, NOTIFY_SOCKET=path, WATCHDOG_USEC="400000")  # ping every 0.2 s
+    env.pop("WATCHDOG_PID", None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kiosk", "run", "--config", str(cfg), "--headless", "--seconds", "60"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        sock.settimeout(30)
+        first = sock.recv(4096).decode()
+        assert "READY=1" in first.split("\n"), first
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGTERM)
+        t0 = time.monotonic()
+        proc.wait(timeout=10)
+        stop_s = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    msgs = [f for m in _drain(sock) for f in m.split("\n")]
+    assert proc.returncode == 0 or proc.returncode == -signal.SIGTERM, (
+        proc.stderr.read() if proc.stderr else ""
+    )
+    assert stop_s < 2.0
+    assert msgs.count("WATCHDOG=1") >= 4  # ~7 in 1.5 s
+    assert "STOPPING=1" in msgs
