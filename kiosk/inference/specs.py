@@ -117,7 +117,9 @@ DET_10G = ModelSpec(
     sha256="5838f7fe053675b1c7a08b633df49e7af5495cee0493c7dcf6697200b85b5b91",
     sha256_source=_VISOMASTER
     + "; the same value is recorded by several projects as det_10g.onnx of insightface v0.7 buffalo_l.zip",
-    notes="Member of https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip",
+    size_bytes=16923827,
+    notes="Member of https://github.com/deepinsight/insightface/releases/download/v0.7/buffalo_l.zip; "
+    "output names 448,471,494 / 451,474,497 / 454,477,500 as recorded by projects that use it",
 )
 
 DET_500M = ModelSpec(
@@ -210,6 +212,7 @@ W600K_R50 = ModelSpec(
     sha256="4c06341c33c2ca1f86781dab0e829f88ad5b64be9fba56e56bc9ebdefc619e43",
     sha256_source=_VISOMASTER
     + "; the same value is recorded by several projects as w600k_r50.onnx of insightface v0.7 buffalo_l.zip",
+    size_bytes=174383860,
     notes="Member of insightface v0.7 buffalo_l.zip",
 )
 
