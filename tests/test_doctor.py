@@ -228,3 +228,16 @@ def test_source_face_and_video_source(tmp_path: Path) -> None:
     face = doctor.check_source_face(ctx)[0]
     assert not src.ok and "clip.mp4 does not exist" in src.detail
     assert not face.ok and "nobody.jpg does not exist" in face.detail
+
+
+def test_faces_dir_when_the_config_has_one(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    ctx = _ctx(tmp_path, "")
+    assert doctor.check_faces_dir(ctx) == []  # no faces library in this config
+    object.__setattr__(
+        ctx, "cfg", SimpleNamespace(**{**dict(ctx.cfg), "faces": SimpleNamespace(dir="faces")})
+    )
+    ctx.cfg.resolve = make_context(tmp_path / "kiosk.yaml").cfg.resolve  # type: ignore[attr-defined]
+    result = doctor.check_faces_dir(ctx)[0]
+    assert result.ok and "1 face image(s)" in result.detail

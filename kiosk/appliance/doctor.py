@@ -619,10 +619,49 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
     return results
 
 
+_IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".bmp"}
+
+
+def check_faces_dir(ctx: DoctorContext) -> list[CheckResult]:
+    """A ``faces.dir`` library of face photos, where the config has one."""
+    faces = getattr(ctx.cfg, "faces", None)
+    folder = getattr(faces, "dir", None)
+    if not folder or not ctx.cfg.processing.enabled:
+        return []
+    path = _resolve(ctx.cfg, folder)
+    if not path.is_dir():
+        return [
+            CheckResult(
+                "faces-dir",
+                False,
+                f"the faces folder {path} does not exist",
+                f"sudo install -d -o kiosk {path} and copy JPEG/PNG portraits into it",
+            )
+        ]
+    images = sorted(p for p in path.iterdir() if p.suffix.lower() in _IMAGE_SUFFIXES)
+    readable = [p for p in images if os.access(p, os.R_OK)]
+    if not readable:
+        return [
+            CheckResult(
+                "faces-dir",
+                False,
+                f"the faces folder {path} has no readable JPEG/PNG images",
+                f"copy portraits into {path} (and `sudo chmod a+r {path}/*`)",
+            )
+        ]
+    detail = f"{path}: {len(readable)} face image(s)"
+    if len(readable) < len(images):
+        detail += f", {len(images) - len(readable)} not readable"
+        return [CheckResult("faces-dir", False, detail, f"sudo chmod a+r {path}/*", "warning")]
+    return [CheckResult("faces-dir", True, detail)]
+
+
 def check_source_face(ctx: DoctorContext) -> list[CheckResult]:
     proc = ctx.cfg.processing
     if not proc.enabled:
         return [CheckResult("source-face", True, "processing is off: no face image needed")]
+    if not proc.source_face and getattr(getattr(ctx.cfg, "faces", None), "dir", None):
+        return []  # the faces library is checked by check_faces_dir
     if not proc.source_face:
         return [
             CheckResult(
@@ -743,6 +782,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("source", check_source),
     ("models", check_models),
     ("source-face", check_source_face),
+    ("faces-dir", check_faces_dir),
     ("disk", check_disk),
     ("cache", check_cache),
 )
