@@ -235,9 +235,9 @@ def test_faces_dir_when_the_config_has_one(tmp_path: Path) -> None:
 
     ctx = _ctx(tmp_path, "")
     assert doctor.check_faces_dir(ctx) == []  # no faces library in this config
-    object.__setattr__(
-        ctx, "cfg", SimpleNamespace(**{**dict(ctx.cfg), "faces": SimpleNamespace(dir="faces")})
+    real = ctx.cfg
+    ctx.cfg = SimpleNamespace(  # type: ignore[assignment]  # a config with the future faces.dir key
+        processing=real.processing, faces=SimpleNamespace(dir="faces"), resolve=real.resolve
     )
-    ctx.cfg.resolve = make_context(tmp_path / "kiosk.yaml").cfg.resolve  # type: ignore[attr-defined]
     result = doctor.check_faces_dir(ctx)[0]
     assert result.ok and "1 face image(s)" in result.detail
