@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -305,3 +306,25 @@ def test_soak_slope_is_per_hour() -> None:
     spec.loader.exec_module(soak)
     assert soak.slope_per_hour([(0, 100.0), (1800, 101.0), (3600, 102.0)]) == pytest.approx(2.0)
     assert soak.slope_per_hour([(0, 5.0)]) == 0.0
+
+
+def test_watchdog_signal_dumps_every_thread_stack() -> None:
+    """The unit's WatchdogSignal=SIGABRT with PYTHONFAULTHANDLER=1: a stalled kiosk leaves its stacks
+    in the journal before systemd restarts it."""
+    unit = (DEPLOY / "system" / "faceswap-kiosk.service").read_text()
+    assert "\nWatchdogSignal=SIGABRT\n" in unit and "\nEnvironment=PYTHONFAULTHANDLER=1\n" in unit
+    stalled = (
+        "import threading, time\n"
+        "def render_loop():\n    time.sleep(60)\n"
+        "threading.Thread(target=render_loop, name='capture', daemon=True).start()\n"
+        "print('up', flush=True)\nrender_loop()\n"
+    )
+    env = dict(os.environ, PYTHONFAULTHANDLER="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", stalled], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGABRT)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGABRT
+    assert "Fatal Python error: Aborted" in err and err.count("in render_loop") == 2, err
