@@ -1,0 +1,587 @@
+"""Face tracking between detections: association, keypoint smoothing, held faces, ROI detection.
+
+The inference thread calls, once per frame::
+
+    tracks = detect_and_track(tracker, frame_bgr, frame_idx, t, detector.detect, roi_detect)
+    chosen = select_faces(tracks, cfg.policy, frame_bgr.shape, cfg.max_faces, previous_ids)
+
+- :class:`OneEuroFilter` smooths the five keypoints and the box corners of each track: a low
+  cutoff (steady) when the face is still, a cutoff that rises with speed (no lag) when it moves.
+- :class:`FaceTracker` associates detections with tracks by IoU (keypoint distance breaks ties
+  and rescues fast motion), starts new tracks with fresh filters, and holds a track in place for
+  ``max_missed`` frames after a missed detection, so a swapped face does not flicker back to the
+  real one. It says when a full-frame detection is due (:meth:`FaceTracker.needs_full_detection`)
+  and where to look in between (:meth:`FaceTracker.search_regions`).
+- :func:`detect_in_regions` runs a detector on crops and maps the faces back to the frame.
+- :func:`select_faces` applies the faces-in-view policy (all / largest / central) with hysteresis.
+
+Everything here is per-frame state owned by the inference thread; nothing is shared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import NDArray
+
+from kiosk.types import Face, FrameBGR
+
+Policy = Literal["all", "largest", "central"]
+Region = tuple[int, int, int, int]
+DetectFn = Callable[[FrameBGR], list[Face]]
+
+_TWO_PI = 2.0 * math.pi
+
+
+class OneEuroFilter:
+    """The 1€ filter (Casiez, Roussel, Vogel, CHI 2012), vectorised over an array of values.
+
+    Each update low-passes the values with a cutoff ``min_cutoff + beta * speed`` (Hz), where
+    ``speed`` is the low-passed (``d_cutoff``) rate of change in units per second. Slow or still
+    values get a low cutoff (little jitter), fast ones a high cutoff (little lag).
+
+    ``speed_axis``: when set, the speed is the Euclidean norm of the rate over that axis (e.g. -1
+    for ``(N, 2)`` points, so x and y of a point share one cutoff and a moving point is not
+    smoothed more along one axis than the other); ``None`` uses each element's own speed.
+    """
+
+    def __init__(
+        self,
+        min_cutoff: float = 1.0,
+        beta: float = 0.0,
+        d_cutoff: float = 1.0,
+        speed_axis: int | None = -1,
+    ) -> None:
+        if min_cutoff <= 0 or d_cutoff <= 0 or beta < 0:
+            raise ValueError("min_cutoff and d_cutoff must be > 0 and beta >= 0")
+        self.min_cutoff = float(min_cutoff)
+        self.beta = float(beta)
+        self.d_cutoff = float(d_cutoff)
+        self.speed_axis = speed_axis
+        self._x: NDArray[np.float64] | None = None
+        self._dx: NDArray[np.float64] | None = None
+        self._t = 0.0
+
+    @staticmethod
+    def _alpha(cutoff: NDArray[np.float64] | float, dt: float) -> NDArray[np.float64]:
+        tau = 1.0 / (_TWO_PI * np.asarray(cutoff, np.float64))
+        return 1.0 / (1.0 + tau / dt)
+
+    def reset(self) -> None:
+        """Forget the state; the next update passes its value through unchanged."""
+        self._x = None
+        self._dx = None
+
+    @property
+    def value(self) -> NDArray[np.float64] | None:
+        """The current filtered value (``None`` before the first update)."""
+        return self._x
+
+    @property
+    def velocity(self) -> NDArray[np.float64] | None:
+        """The current low-passed rate of change, units per second (``None`` before the first update)."""
+        return self._dx
+
+    def __call__(self, x: NDArray[np.floating] | Sequence[float], t: float) -> NDArray[np.float64]:
+        """Filter ``x`` observed at time ``t`` (seconds); returns a new array.
+
+        A first update, or one after :meth:`reset`, returns ``x`` as is. An update whose ``t`` is
+        not after the previous one (a repeated frame) changes nothing and returns the current value.
+        """
+        xv = np.array(x, dtype=np.float64)
+        if self._x is None or self._dx is None or self._x.shape != xv.shape:
+            self._x = xv
+            self._dx = np.zeros_like(xv)
+            self._t = float(t)
+            return xv.copy()
+        dt = float(t) - self._t
+        if dt <= 0.0:
+            return self._x.copy()
+        self._t = float(t)
+        rate = (xv - self._x) / dt
+        self._dx = self._dx + self._alpha(self.d_cutoff, dt) * (rate - self._dx)
+        if self.speed_axis is None:
+            speed = np.abs(self._dx)
+        else:
+            speed = np.sqrt(np.sum(self._dx**2, axis=self.speed_axis, keepdims=True))
+        a = self._alpha(self.min_cutoff + self.beta * speed, dt)
+        self._x = self._x + a * (xv - self._x)
+        return self._x.copy()
+
+    update = __call__
+
+
+@dataclass(frozen=True)
+class Track:
+    """A face followed across frames. ``face`` is smoothed (box and keypoints); ``raw`` is the last detection.
+
+    ``age``: frames since the track started. ``missed``: consecutive frames without a detection
+    (0 = detected this frame; > 0 = held in place). ``hits``: detections matched in total.
+    """
+
+    id: int
+    face: Face
+    raw: Face
+    age: int
+    missed: int
+    hits: int
+
+
+def box_iou(a: NDArray[np.floating], b: NDArray[np.floating]) -> NDArray[np.float64]:
+    """IoU matrix of boxes ``a`` (N,4) and ``b`` (M,4), xyxy, continuous coordinates."""
+    a = np.asarray(a, np.float64).reshape(-1, 4)
+    b = np.asarray(b, np.float64).reshape(-1, 4)
+    ix = np.clip(np.minimum(a[:, None, 2], b[None, :, 2]) - np.maximum(a[:, None, 0], b[None, :, 0]), 0, None)
+    iy = np.clip(np.minimum(a[:, None, 3], b[None, :, 3]) - np.maximum(a[:, None, 1], b[None, :, 1]), 0, None)
+    inter = ix * iy
+    area_a = (a[:, 2] - a[:, 0]) * (a[:, 3] - a[:, 1])
+    area_b = (b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1])
+    union = area_a[:, None] + area_b[None, :] - inter
+    return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
+
+
+def _face_size(box: NDArray[np.floating]) -> float:
+    return float(max(box[2] - box[0], box[3] - box[1], 1.0))
+
+
+def _pack(face: Face) -> NDArray[np.float64]:
+    """Keypoints and box corners as one (7, 2) array: what a track's filter smooths."""
+    return np.concatenate(
+        [np.asarray(face.kps, np.float64).reshape(5, 2), np.asarray(face.box_xyxy, np.float64).reshape(2, 2)]
+    )
+
+
+def _unpack(points: NDArray[np.float64], score: float) -> Face:
+    return Face(
+        box_xyxy=points[5:7].reshape(4).astype(np.float32),
+        score=float(score),
+        kps=points[:5].astype(np.float32),
+    )
+
+
+class _TrackState:
+    __slots__ = ("filter", "face", "hits", "id", "missed", "raw", "age", "t", "region")
+
+    def __init__(self, track_id: int, face: Face, t: float, filt: OneEuroFilter) -> None:
+        self.id = track_id
+        self.filter = filt
+        self.filter.reset()
+        self.face = _unpack(self.filter(_pack(face), t), face.score)
+        self.raw = face
+        self.hits = 1
+        self.missed = 0
+        self.age = 1
+        self.t = t
+        self.region: Region | None = None
+
+    def record(self) -> Track:
+        return Track(self.id, self.face, self.raw, self.age, self.missed, self.hits)
+
+    def predicted_points(self, t: float) -> NDArray[np.float64]:
+        """Where the last raw detection's points would be at ``t`` moving at the filter's velocity."""
+        pts = _pack(self.raw)
+        vel = self.filter.velocity
+        if vel is None:
+            return pts
+        dt = min(max(t - self.t, 0.0), 0.5)
+        return pts + vel * dt
+
+
+class FaceTracker:
+    """Follows faces across frames and smooths their keypoints; see the module docstring.
+
+    Parameters:
+        min_cutoff: 1€ cutoff (Hz) for a still face; lower is steadier.
+        beta: 1€ speed coefficient (1/px); higher follows motion with less lag.
+        d_cutoff: cutoff (Hz) of the speed estimate.
+        iou_threshold: least IoU between a track's predicted box and a detection to match them.
+        kps_gate: a pair below ``iou_threshold`` still matches when the mean keypoint distance is
+            below this fraction of the face size (fast motion).
+        max_missed: frames a track is held in place after its last detection before it is dropped.
+        hold_min_hits: detections a track needs before it is held through a miss; a younger track
+            is dropped at its first miss, so a one-frame false detection does not linger.
+        detect_every: a full-frame detection every this many frames; crops around tracks in between.
+        region_scale: side of a search region relative to the face size.
+    """
+
+    def __init__(
+        self,
+        min_cutoff: float = 0.5,
+        beta: float = 0.07,
+        d_cutoff: float = 1.0,
+        iou_threshold: float = 0.3,
+        kps_gate: float = 0.5,
+        max_missed: int = 5,
+        hold_min_hits: int = 2,
+        detect_every: int = 5,
+        region_scale: float = 2.0,
+    ) -> None:
+        if detect_every < 1:
+            raise ValueError("detect_every must be >= 1")
+        if max_missed < 0 or hold_min_hits < 1:
+            raise ValueError("max_missed must be >= 0 and hold_min_hits >= 1")
+        self.min_cutoff = float(min_cutoff)
+        self.beta = float(beta)
+        self.d_cutoff = float(d_cutoff)
+        self.iou_threshold = float(iou_threshold)
+        self.kps_gate = float(kps_gate)
+        self.max_missed = int(max_missed)
+        self.hold_min_hits = int(hold_min_hits)
+        self.detect_every = int(detect_every)
+        self.region_scale = float(region_scale)
+        self._states: list[_TrackState] = []
+        self._next_id = 1
+        self._lost_pending = False
+        self._frame_dt = 1.0 / 30.0
+        self._last_t: float | None = None
+
+    # -- state ---------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Drop every track (e.g. after the source changed)."""
+        self._states.clear()
+        self._lost_pending = False
+        self._last_t = None
+
+    @property
+    def tracks(self) -> list[Track]:
+        """The current tracks (as the last :meth:`update` returned them)."""
+        return [s.record() for s in self._states]
+
+    def _new_filter(self) -> OneEuroFilter:
+        return OneEuroFilter(self.min_cutoff, self.beta, self.d_cutoff, speed_axis=-1)
+
+    # -- association ---------------------------------------------------------------------------
+    def _match(self, faces: Sequence[Face], t: float) -> list[tuple[int, int]]:
+        """Greedy one-to-one pairs (track index, face index), best affinity first."""
+        if not self._states or not faces:
+            return []
+        pred = np.stack([s.predicted_points(t) for s in self._states])  # (N,7,2)
+        pred_boxes = pred[:, 5:7].reshape(-1, 4)
+        det_pts = np.stack([_pack(f) for f in faces])  # (M,7,2)
+        iou = box_iou(pred_boxes, det_pts[:, 5:7].reshape(-1, 4))
+        sizes = np.array([_face_size(b) for b in pred_boxes])
+        kps_dist = np.linalg.norm(pred[:, None, :5] - det_pts[None, :, :5], axis=-1).mean(axis=-1)
+        kps_norm = kps_dist / sizes[:, None]
+        ok = (iou >= self.iou_threshold) | (kps_norm <= self.kps_gate)
+        # IoU decides; keypoint distance breaks near-ties and ranks gate-only pairs.
+        affinity = iou - 0.1 * kps_norm
+        pairs: list[tuple[int, int]] = []
+        used_t: set[int] = set()
+        used_d: set[int] = set()
+        for flat in np.argsort(-affinity, axis=None, kind="stable"):
+            i, j = divmod(int(flat), len(faces))
+            if not ok[i, j] or i in used_t or j in used_d:
+                continue
+            pairs.append((i, j))
+            used_t.add(i)
+            used_d.add(j)
+        return pairs
+
+    # -- per frame -----------------------------------------------------------------------------
+    def update(self, faces: Sequence[Face], t: float) -> list[Track]:
+        """Take this frame's detections (frame pixels) observed at ``t`` seconds; return live tracks.
+
+        Matched tracks are smoothed; unmatched tracks are held in place (``missed`` > 0) up to
+        ``max_missed`` frames; unmatched detections start new tracks with fresh filters.
+        """
+        if self._last_t is not None and t > self._last_t:
+            dt = t - self._last_t
+            self._frame_dt += 0.2 * (min(dt, 0.5) - self._frame_dt)
+        self._last_t = t
+        pairs = self._match(faces, t)
+        matched_t = {i for i, _ in pairs}
+        matched_d = {j for _, j in pairs}
+        for i, j in pairs:
+            s = self._states[i]
+            face = faces[j]
+            s.face = _unpack(s.filter(_pack(face), t), face.score)
+            s.raw = face
+            s.hits += 1
+            s.missed = 0
+            s.age += 1
+            s.t = t
+        kept: list[_TrackState] = []
+        for i, s in enumerate(self._states):
+            if i not in matched_t:
+                s.missed += 1
+                s.age += 1
+                if s.missed > self.max_missed or s.hits < self.hold_min_hits:
+                    self._lost_pending = True
+                    continue
+            kept.append(s)
+        self._states = kept
+        matched_boxes = [faces[j].box_xyxy for j in matched_d]
+        for j, face in enumerate(faces):
+            if j in matched_d:
+                continue
+            # A second detection of an already-matched face (duplicate after NMS) is not a new face.
+            if matched_boxes and float(box_iou(face.box_xyxy, np.stack(matched_boxes)).max()) > 0.5:
+                continue
+            self._states.append(_TrackState(self._next_id, face, t, self._new_filter()))
+            self._next_id += 1
+            matched_boxes.append(face.box_xyxy)
+        return self.tracks
+
+    def needs_full_detection(self, frame_idx: int) -> bool:
+        """Whether to detect on the whole frame for ``frame_idx`` (else on :meth:`search_regions`).
+
+        True every ``detect_every`` frames, when there are no tracks, when a track is being held
+        after a miss, or when a track was dropped since the last time this returned True. Call it
+        once per frame, before detecting.
+        """
+        full = (
+            frame_idx % self.detect_every == 0
+            or not self._states
+            or self._lost_pending
+            or any(s.missed > 0 for s in self._states)
+        )
+        if full:
+            self._lost_pending = False
+        return full
+
+    def search_regions(
+        self, frame_shape: Sequence[int], size_px: int | None = None, align_px: int = 1
+    ) -> list[Region]:
+        """Regions (x0, y0, x1, y1), clipped to the frame, around where each track will be next.
+
+        Each region is centred on the track's box moved one frame ahead at its current velocity.
+        By default it is a square of ``region_scale`` × the face size. With ``size_px`` (see
+        :func:`roi_geometry`) it is a ``size_px`` square whose corner is a multiple of ``align_px``:
+        a detector run on it (padded to ``size_px`` by :func:`detect_in_regions`) then sees the
+        face at the same scale and on the same anchor grid as on the full frame. Such a region
+        stays where it is while the face stays well inside it, so a still face is always detected
+        in the same crop (a CNN's keypoints shift by a fraction of a pixel with the crop's
+        context; a moving crop would add that as jitter). A face too big for ``size_px`` gets a
+        scaled region instead.
+        """
+        h, w = int(frame_shape[0]), int(frame_shape[1])
+        regions: list[Region] = []
+        for s in self._states:
+            pts = _pack(s.face)
+            vel = s.filter.velocity
+            if vel is not None:
+                pts = pts + vel * self._frame_dt
+            box = pts[5:7].reshape(4)
+            face = _face_size(box)
+            if (
+                size_px is not None
+                and s.region is not None
+                and face * 1.25 <= size_px
+                and _inside(box, s.region, 0.2 * face, w, h)
+            ):
+                regions.append(s.region)  # still well inside: same crop, same detector bias
+                continue
+            region = self.region_for(box, frame_shape, size_px, align_px)
+            s.region = region
+            if region[2] - region[0] >= 8 and region[3] - region[1] >= 8:
+                regions.append(region)
+        return regions
+
+    def region_for(
+        self,
+        box: NDArray[np.floating],
+        frame_shape: Sequence[int],
+        size_px: int | None = None,
+        align_px: int = 1,
+    ) -> Region:
+        """The search region for a face ``box`` (see :meth:`search_regions`), clipped to the frame."""
+        h, w = int(frame_shape[0]), int(frame_shape[1])
+        cx, cy = float(box[0] + box[2]) / 2.0, float(box[1] + box[3]) / 2.0
+        face = _face_size(np.asarray(box, np.float64))
+        if size_px is not None and face * 1.25 <= size_px:
+            a = max(int(align_px), 1)
+            x0 = int(round((cx - size_px / 2.0) / a)) * a
+            y0 = int(round((cy - size_px / 2.0) / a)) * a
+            x0 = min(max(x0, 0), max((w - 1) // a * a, 0))
+            y0 = min(max(y0, 0), max((h - 1) // a * a, 0))
+            return (x0, y0, min(w, x0 + size_px), min(h, y0 + size_px))
+        half = face * self.region_scale / 2.0
+        return (
+            int(max(0, math.floor(cx - half))),
+            int(max(0, math.floor(cy - half))),
+            int(min(w, math.ceil(cx + half))),
+            int(min(h, math.ceil(cy + half))),
+        )
+
+
+def _inside(box: NDArray[np.float64], region: Region, margin: float, w: int, h: int) -> bool:
+    """Whether ``box`` lies inside ``region`` with ``margin`` to spare (frame edges need none)."""
+    x0, y0, x1, y1 = region
+    return bool(
+        (box[0] >= x0 + margin or x0 <= 0)
+        and (box[1] >= y0 + margin or y0 <= 0)
+        and (box[2] <= x1 - margin or x1 >= w)
+        and (box[3] <= y1 - margin or y1 >= h)
+    )
+
+
+def roi_geometry(
+    frame_shape: Sequence[int], det_size: int, roi_det_size: int, max_stride: int = 32
+) -> tuple[int, int]:
+    """``(size_px, align_px)`` for :meth:`FaceTracker.search_regions` and :func:`detect_in_regions`.
+
+    A full-frame detector with input ``det_size`` scales the frame by ``det_size / max(h, w)``.
+    A region of ``size_px = roi_det_size / scale`` frame pixels, run through the same model with
+    input ``roi_det_size``, is scaled identically; corners on multiples of ``align_px =
+    max_stride / scale`` keep the anchor grid where it is on the full frame.
+    """
+    h, w = int(frame_shape[0]), int(frame_shape[1])
+    scale = det_size / max(h, w)
+    size_px = int(round(roi_det_size / scale))
+    align_px = max(int(round(max_stride / scale)), 1)
+    return size_px, align_px
+
+
+def nms_faces(faces: Iterable[Face], iou: float = 0.4) -> list[Face]:
+    """Greedy non-maximum suppression of faces by score (keeps IoU <= ``iou``), best first."""
+    items = sorted(faces, key=lambda f: -f.score)
+    keep: list[Face] = []
+    for f in items:
+        if keep and float(box_iou(f.box_xyxy, np.stack([k.box_xyxy for k in keep])).max()) > iou:
+            continue
+        keep.append(f)
+    return keep
+
+
+def detect_in_regions(
+    detect_fn: DetectFn,
+    frame: FrameBGR,
+    regions: Sequence[Region],
+    nms_iou: float = 0.4,
+    pad_to: int | None = None,
+) -> list[Face]:
+    """Run ``detect_fn`` on each crop of ``frame`` and return the faces in frame pixels.
+
+    ``pad_to``: crops cut short by the frame's right or bottom edge are padded with black to this
+    square size (as a top-left letterbox pads the full frame), so the detector's scale stays the
+    same. Faces found twice (overlapping regions) are merged by NMS, highest score first.
+    """
+    found: list[Face] = []
+    for x0, y0, x1, y1 in regions:
+        crop = frame[y0:y1, x0:x1]
+        if crop.shape[0] < 2 or crop.shape[1] < 2:
+            continue
+        if pad_to is not None and (crop.shape[0] < pad_to or crop.shape[1] < pad_to):
+            padded = np.zeros((max(pad_to, crop.shape[0]), max(pad_to, crop.shape[1]), 3), frame.dtype)
+            padded[: crop.shape[0], : crop.shape[1]] = crop
+            crop = padded
+        off = np.array([x0, y0], np.float32)
+        for f in detect_fn(crop):
+            found.append(
+                Face(
+                    box_xyxy=(np.asarray(f.box_xyxy, np.float32) + np.tile(off, 2)).astype(np.float32),
+                    score=f.score,
+                    kps=(np.asarray(f.kps, np.float32) + off).astype(np.float32),
+                )
+            )
+    return nms_faces(found, nms_iou)
+
+
+def merge_faces(primary: Sequence[Face], extra: Iterable[Face], iou: float = 0.5) -> list[Face]:
+    """``primary`` plus the faces of ``extra`` that overlap none of them by more than ``iou``."""
+    out = list(primary)
+    for f in extra:
+        if out and float(box_iou(f.box_xyxy, np.stack([k.box_xyxy for k in out])).max()) > iou:
+            continue
+        out.append(f)
+    return out
+
+
+def detect_and_track(
+    tracker: FaceTracker,
+    frame: FrameBGR,
+    frame_idx: int,
+    t: float,
+    detect_fn: DetectFn,
+    roi_detect_fn: DetectFn | None = None,
+    roi: tuple[int, int] | None = None,
+) -> list[Track]:
+    """One frame of detection as the tracker asks, then :meth:`FaceTracker.update`.
+
+    Without ``roi_detect_fn``: ``detect_fn`` on the full frame when
+    :meth:`FaceTracker.needs_full_detection` says so, else on crops scaled to each face.
+
+    With ``roi_detect_fn`` (the same model at a small input size) and ``roi`` (``(size_px,
+    align_px)`` from :func:`roi_geometry`): tracked faces are detected in their own
+    scale-consistent regions on every frame, and the full frame is searched on the due frames
+    only for new or lost faces. A tracked face's keypoints therefore always come from the same
+    kind of detection; switching between full-frame and crop detections would add their small
+    difference in bias as periodic jitter.
+    """
+    full = tracker.needs_full_detection(frame_idx)
+    size_px, align_px = roi if roi is not None else (None, 1)
+    if roi_detect_fn is None:
+        if full:
+            faces = detect_fn(frame)
+        else:
+            faces = detect_in_regions(detect_fn, frame, tracker.search_regions(frame.shape))
+        return tracker.update(faces, t)
+    regions = tracker.search_regions(frame.shape, size_px, align_px) if tracker.tracks else []
+    faces = detect_in_regions(roi_detect_fn, frame, regions, pad_to=size_px)
+    if full:
+        new = merge_faces(faces, detect_fn(frame))[len(faces) :]
+        if new:
+            # Re-detect new faces in their own regions too, so their tracks start on the same
+            # kind of detection they will be updated with.
+            new_regions = [tracker.region_for(f.box_xyxy, frame.shape, size_px, align_px) for f in new]
+            refined = detect_in_regions(roi_detect_fn, frame, new_regions, pad_to=size_px)
+            new = merge_faces(merge_faces([], refined), new)
+        faces = merge_faces(faces, new)
+    return tracker.update(faces, t)
+
+
+def _area(track: Track) -> float:
+    b = track.face.box_xyxy
+    return float(max(b[2] - b[0], 0.0) * max(b[3] - b[1], 0.0))
+
+
+def _centre_dist(track: Track, cx: float, cy: float) -> float:
+    b = track.face.box_xyxy
+    return math.hypot((b[0] + b[2]) / 2.0 - cx, (b[1] + b[3]) / 2.0 - cy)
+
+
+def select_faces(
+    tracks: Sequence[Track],
+    policy: Policy,
+    frame_shape: Sequence[int],
+    max_faces: int,
+    previous_ids: Iterable[int] = (),
+    hysteresis: float = 0.2,
+) -> list[Track]:
+    """The tracks to swap under ``policy``.
+
+    all: up to ``max_faces``, largest first, but faces chosen last frame (``previous_ids``) keep
+    their place, so a face does not drop out just because another one grew a little.
+    largest / central: the one biggest / nearest-the-centre face; the previous choice is kept
+    unless another is better by more than ``hysteresis`` (a fraction of area; of face size in
+    distance), so two similar faces do not alternate frame by frame.
+    """
+    if not tracks or max_faces < 1:
+        return []
+    prev = set(previous_ids)
+    if policy == "all":
+        ordered = sorted(tracks, key=lambda tr: (tr.id not in prev, -_area(tr), tr.id))
+        return ordered[:max_faces]
+    if policy == "largest":
+        best = max(tracks, key=lambda tr: (_area(tr), -tr.id))
+        held = [tr for tr in tracks if tr.id in prev]
+        if held:
+            keep = max(held, key=_area)
+            if _area(keep) * (1.0 + hysteresis) >= _area(best):
+                return [keep]
+        return [best]
+    if policy == "central":
+        cy, cx = float(frame_shape[0]) / 2.0, float(frame_shape[1]) / 2.0
+        best = min(tracks, key=lambda tr: (_centre_dist(tr, cx, cy), tr.id))
+        held = [tr for tr in tracks if tr.id in prev]
+        if held:
+            keep = min(held, key=lambda tr: _centre_dist(tr, cx, cy))
+            margin = hysteresis * _face_size(best.face.box_xyxy)
+            if _centre_dist(keep, cx, cy) <= _centre_dist(best, cx, cy) + margin:
+                return [keep]
+        return [best]
+    raise ValueError(f"unknown face policy {policy!r}: use all, largest or central")
