@@ -218,7 +218,9 @@ class SwapPipeline:
         self.source_face = face.face
         return face.face
 
-    def _find_source_face(self, face_bgr: FrameBGR) -> _SourceFace:
+    def find_source_faces(self, face_bgr: FrameBGR) -> tuple[list[Face], FrameBGR]:
+        """All faces of a source photo, largest first, and the image they refer to (the photo, or
+        the photo with a border when the face filled it). Used by the face library."""
         faces = self.detector.detect(face_bgr)
         image = face_bgr
         if not faces:
@@ -228,14 +230,30 @@ class SwapPipeline:
             border = cv2.copyMakeBorder(face_bgr, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
             image = np.asarray(border, dtype=np.uint8)
             faces = self.detector.detect(image)
+        faces.sort(key=_box_area, reverse=True)
+        return faces, image
+
+    def source_latent(self, image_bgr: FrameBGR, face: Face) -> NDArray[np.float32]:
+        """The swapper's source latent for ``face`` in ``image_bgr`` (embedding @ emap, normalised)."""
+        return self.swapper.latent(self.embedder.embed(image_bgr, face.kps))
+
+    def use_latent(self, latent: NDArray[np.float32], key: str) -> None:
+        """Swap in a precomputed source latent (a face library entry); costs nothing per frame."""
+        self._latents[key] = latent
+        self._latent = latent
+        self._source_key = key
+
+    @property
+    def source_key(self) -> str | None:
+        return self._source_key
+
+    def _find_source_face(self, face_bgr: FrameBGR) -> _SourceFace:
+        faces, image = self.find_source_faces(face_bgr)
         if not faces:
             raise NoFaceError(
                 "no face found in the source image — use a clear, frontal, well-lit photo of one face"
             )
-        best = max(
-            faces, key=lambda f: float((f.box_xyxy[2] - f.box_xyxy[0]) * (f.box_xyxy[3] - f.box_xyxy[1]))
-        )
-        return _SourceFace(best, image)
+        return _SourceFace(faces[0], image)
 
     @property
     def has_source(self) -> bool:
@@ -290,6 +308,11 @@ class SwapPipeline:
         t.faces = len(faces)
         self.times = t
         return result
+
+
+def _box_area(face: Face) -> float:
+    b = face.box_xyxy
+    return float((b[2] - b[0]) * (b[3] - b[1]))
 
 
 class PipelineProcessor:
