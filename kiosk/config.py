@@ -108,9 +108,28 @@ class ProvidersConfig(_Section):
         0, ge=0, le=256, description="Threads per session (0: ONNX Runtime decides)."
     )
     trt_cache_dir: str = Field("models/trt_cache", description="TensorRT engine cache folder.")
-    trt_fp16: bool = Field(True, description="Build TensorRT engines in fp16.")
+    trt_fp16: bool = Field(
+        True,
+        description="Build TensorRT engines in fp16; set false (fp32 engines) on cards where swapped faces "
+        "flicker or show artefacts in fp16.",
+    )
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = Field(
         "HEURISTIC", description="cuDNN convolution algorithm search for the CUDA provider."
+    )
+    iobinding: bool = Field(
+        True,
+        description="Run models through ONNX Runtime IOBinding with preallocated input/output buffers "
+        "(fixed device buffers on a GPU): no per-frame allocation.",
+    )
+    cuda_graph: bool = Field(
+        False,
+        description="Capture the fixed-shape swapper in a CUDA graph (cuda/tensorrt providers only; "
+        "needs iobinding). Ignored on the CPU.",
+    )
+    warmup: bool = Field(
+        True,
+        description="Run every model once on zeros when the models load (builds TensorRT engines, "
+        "picks cuDNN algorithms, compiles kernels), so the first visitor sees no stall.",
     )
 
 
@@ -133,6 +152,85 @@ class ProcessingConfig(_Section):
     max_faces: int = Field(4, ge=1, le=32, description="Most faces swapped per frame.")
     enhance: bool = Field(False, description="Restore swapped faces with GFPGAN.")
     enhance_blend: float = Field(1.0, ge=0.0, le=1.0, description="Strength of the enhancer (0..1).")
+    tracking: bool = Field(
+        False,
+        description="Follow faces across frames: One-Euro-smoothed keypoints, full-frame detection only "
+        "every detect_every frames (small regions around each face in between), faces held through "
+        "short misses so they do not flicker.",
+    )
+    detect_every: int = Field(
+        5, ge=1, le=120, description="With tracking: a full-frame detection every this many frames."
+    )
+    roi_det_size: int = Field(
+        192,
+        ge=64,
+        le=640,
+        multiple_of=32,
+        description="With tracking: detector input size for the region around each tracked face.",
+    )
+    smoothing_min_cutoff: float = Field(
+        0.5, gt=0, le=30, description="With tracking: One-Euro cutoff (Hz) for a still face; lower is steadier."
+    )
+    smoothing_beta: float = Field(
+        0.07, ge=0, le=10, description="With tracking: One-Euro speed coefficient; higher lags less in motion."
+    )
+    hold_frames: int = Field(
+        5, ge=0, le=60, description="With tracking: frames a face stays swapped after its detection is lost."
+    )
+    face_policy: Literal["all", "largest", "central"] = Field(
+        "all",
+        description="Faces swapped: all (up to max_faces), the largest one, or the one nearest the centre.",
+    )
+
+
+class FacesConfig(_Section):
+    dir: str | None = Field(
+        None,
+        description="Folder of source face photos (JPEG/PNG); faces.yaml beside them may set names and order.",
+    )
+    cache_dir: str = Field(
+        "~/.cache/faceswap-kiosk/faces", description="Where per-photo latents and thumbnails are cached."
+    )
+    rescan_s: float = Field(2.0, ge=0.2, le=600, description="How often the folder is checked for changes.")
+    similar_size_ratio: float = Field(
+        0.6,
+        ge=0.1,
+        le=1.0,
+        description="Skip a photo whose second face is at least this fraction of the largest.",
+    )
+    thumb_px: int = Field(160, ge=32, le=512, description="Thumbnail size for the carousel.")
+
+
+class UiConfig(_Section):
+    carousel: bool = Field(True, description="Show the carousel of face thumbnails.")
+    banner: str = Field(
+        "Live AI face swap. Nothing is recorded.", description="Disclosure banner at the top; empty hides it."
+    )
+    attract_after_s: float = Field(
+        20.0,
+        ge=0,
+        le=3600,
+        description="Attract mode after this long without a detected face; 0 disables it.",
+    )
+    attract_title: str = Field("Step in front of the camera", description="Big title of the attract screen.")
+    attract_lines: list[str] = Field(
+        default_factory=lambda: ["See yourself with another face, live.", "Staff can switch faces for you."],
+        description="Smaller lines under the attract title.",
+    )
+    attract_cycle_s: float = Field(3.0, ge=0.5, le=60, description="Time each face is shown in attract mode.")
+
+
+class SnapshotsConfig(_Section):
+    enabled: bool = Field(
+        False, description="Allow the snapshot action. Off: no frame is ever written to disk."
+    )
+    dir: str = Field("snapshots", description="Folder for snapshots (relative to the config file).")
+    retention_hours: float = Field(
+        24.0, ge=0, le=24 * 365, description="Delete snapshots older than this; 0 keeps them."
+    )
+    max_files: int = Field(
+        500, ge=1, le=1_000_000, description="Keep at most this many snapshots (oldest go)."
+    )
 
 
 class ControlsConfig(_Section):
@@ -197,6 +295,9 @@ class KioskConfig(_Section):
     display: DisplayConfig = Field(default_factory=DisplayConfig)  # type: ignore[arg-type]
     processing: ProcessingConfig = Field(default_factory=ProcessingConfig)  # type: ignore[arg-type]
     models: ModelsConfig = Field(default_factory=ModelsConfig)  # type: ignore[arg-type]
+    faces: FacesConfig = Field(default_factory=FacesConfig)  # type: ignore[arg-type]
+    ui: UiConfig = Field(default_factory=UiConfig)  # type: ignore[arg-type]
+    snapshots: SnapshotsConfig = Field(default_factory=SnapshotsConfig)  # type: ignore[arg-type]
     controls: ControlsConfig = Field(default_factory=ControlsConfig)  # type: ignore[arg-type]
     overlay: OverlayConfig = Field(default_factory=OverlayConfig)  # type: ignore[arg-type]
     logging: LoggingConfig = Field(default_factory=LoggingConfig)  # type: ignore[arg-type]
