@@ -36,4 +36,5 @@ class PassThrough:
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         np.copyto(out.frame_bgr, frame_bgr)
         out.faces.clear()
+        out.faces_detected = -1
         out.notice = self.notice

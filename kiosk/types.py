@@ -58,5 +58,7 @@ class SwapResult:
     t_capture: float = 0.0
     t_processed: float = 0.0
     faces: list[SwappedFace] = field(default_factory=list)
+    #: Faces the detector saw in this frame; -1 when no detection ran (pass-through).
+    faces_detected: int = -1
     #: Short human message from the processing stage (e.g. "models missing: run kiosk models fetch").
     notice: str = ""

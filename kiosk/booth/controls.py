@@ -63,6 +63,8 @@ class ControlState:
     """What staff chose. Written by the main thread only; read by the inference thread."""
 
     selected_face: int = 0
+    #: Library key of the selected face (what the inference thread swaps in); "" = the first.
+    selected_key: str = ""
     face_count: int = 0
     swap_enabled: bool = True
     enhance_enabled: bool = False

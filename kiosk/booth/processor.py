@@ -1,0 +1,96 @@
+"""The kiosk's processing stage: the face pipeline driven by the face library and staff controls."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kiosk.booth.controls import ControlState
+from kiosk.booth.faces import FaceLibrary, ModelDigests
+from kiosk.config import KioskConfig
+from kiosk.inference.errors import ModelError
+from kiosk.pipeline import SwapPipeline, missing_models, model_paths
+from kiosk.processing import PassThrough, Processor
+from kiosk.types import FrameBGR, SwapResult
+
+log = logging.getLogger(__name__)
+
+
+class BoothProcessor:
+    """Swaps the face staff selected (``controls.selected_key``) into every frame.
+
+    Runs on the inference thread, which also owns the pipeline; the library is refreshed from
+    here every ``faces.rescan_s`` (a ``stat`` per photo unless something changed). Exceptions
+    propagate to the inference thread, which passes frames through and rebuilds this stage.
+    """
+
+    def __init__(
+        self,
+        pipe: SwapPipeline,
+        library: FaceLibrary,
+        controls: ControlState,
+        cfg: KioskConfig,
+        model_digest: str,
+    ) -> None:
+        self.pipe = pipe
+        self.library = library
+        self.controls = controls
+        self.rescan_s = cfg.faces.rescan_s
+        self.model_digest = model_digest
+        fallback = " — GPU FALLBACK" if pipe.gpu_fallback else ""
+        self.name = f"swap ({pipe.provider}{fallback})"
+        self.notice = (
+            f"{pipe.gpu_requested} unavailable: running on CPU (slow) — run: kiosk doctor"
+            if pipe.gpu_fallback
+            else ""
+        )
+        self._folder_hint = str(library.folder) if library.folder else "faces.dir"
+        self._next_scan = time.monotonic() + self.rescan_s
+
+    def refresh_library(self) -> None:
+        self.library.refresh(self.pipe, self.model_digest)
+        self._next_scan = time.monotonic() + self.rescan_s
+
+    def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
+        if time.monotonic() >= self._next_scan:
+            self.refresh_library()
+        entries = self.library.entries
+        if not entries:
+            PassThrough(f"no usable face photos — add photos to {self._folder_hint}").process(frame_bgr, out)
+            return
+        key = self.controls.selected_key
+        entry = next((e for e in entries if e.key == key), entries[0])
+        if self.pipe.source_key != entry.key:
+            self.pipe.use_latent(entry.latent, entry.key)
+        self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
+        faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
+        out.faces[:] = faces
+        out.faces_detected = self.pipe.times.faces
+        out.notice = self.notice
+
+
+def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: ControlState) -> Processor:
+    """The booth's processing stage, or a pass-through whose notice names what is missing and the fix."""
+    if not cfg.processing.enabled:
+        return PassThrough()
+    missing = missing_models(cfg, include_enhancer=False)
+    if missing:
+        folder = cfg.resolve(cfg.models.dir)
+        names = ", ".join(p.name for p in missing)
+        return PassThrough(f"models missing: {names} in {folder} — run: kiosk models fetch")
+    if not cfg.faces.dir and not cfg.processing.source_face:
+        return PassThrough("no source faces — set faces.dir (a folder of photos) in the config")
+    paths = model_paths(cfg)
+    enhancer = paths["enhancer"]
+    try:
+        pipe = SwapPipeline.from_config(cfg, enhance=enhancer is not None and enhancer.is_file())
+        digest = ModelDigests(cfg.resolve(cfg.faces.cache_dir) / "models.json").digest(
+            [p for p in (paths["embedder"], paths["swapper"]) if p is not None]
+        )
+    except ModelError as exc:
+        log.error("%s", exc)
+        return PassThrough(str(exc))
+    processor = BoothProcessor(pipe, library, controls, cfg, digest)
+    processor.refresh_library()
+    log.info("face swap ready: %s, %d faces", processor.name, len(library.entries))
+    return processor
