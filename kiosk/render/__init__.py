@@ -1,3 +1,6 @@
 """Display: surfaces (``window``: glfw window or EGL offscreen), the per-frame ``renderer`` (frame
-fit/fill/rotation in ``shaders/frame.*``), the text ``overlay`` drawn from a ``font_atlas``, and
-``shaders`` (loading the GLSL files from ``shaders/`` or ``$KIOSK_SHADERS_DIR``)."""
+fit/fill/rotation in ``shaders/frame.*``, with the face crops pasted back on the GPU by
+``composite``), the ``booth_layer`` drawing a ``booth_ui.BoothView`` (carousel, banner, attract
+screen, swap badge in ``shaders/ui.*``), the text ``overlay`` drawn from a ``font_atlas``,
+``shaders`` (loading the GLSL files from ``shaders/`` or ``$KIOSK_SHADERS_DIR``) and ``demo``
+(offscreen screenshots of the booth UI with synthetic pictures)."""

@@ -5,7 +5,7 @@ with width and height swapped for a 90/270 display rotation), and rotated onto t
 in ``shaders/text.vert``. Sizes follow the smaller logical side (1/40 of it, times
 ``display.text_scale``), so a 1080p screen gets the same text size in landscape and portrait.
 
-Each size has its own :class:`FontAtlas` texture and instance buffer (:class:`_TextBatch`).
+Each size has its own :class:`FontAtlas` texture and instance buffer (:class:`TextBatch`).
 Layout is cached on the overlay strings and framebuffer size; GL objects are created only when
 the text size changes (framebuffer resize) or an instance buffer must grow.
 """
@@ -24,6 +24,7 @@ from kiosk.render.shaders import load_program, uniform
 TEXT_RGBA: RGBA = (1.0, 1.0, 1.0, 1.0)
 NOTICE_RGBA: RGBA = (1.0, 0.8, 0.3, 1.0)
 DEBUG_RGBA: RGBA = (0.85, 1.0, 0.85, 1.0)
+WARNING_RGBA: RGBA = (1.0, 0.72, 0.35, 1.0)
 BOX_RGBA: RGBA = (0.0, 0.0, 0.0, 0.62)
 
 #: Message text is this many times the base size.
@@ -44,6 +45,8 @@ class OverlayState:
     notice: str = ""
     #: Debug statistics, one entry per line, drawn top-left when non-empty.
     debug_lines: list[str] = field(default_factory=list)
+    #: Staff warnings (face library problems, config errors), drawn in amber under the debug lines.
+    warnings: list[str] = field(default_factory=list)
 
 
 def text_sizes(logical_size: tuple[int, int], text_scale: float) -> tuple[int, int]:
@@ -52,7 +55,7 @@ def text_sizes(logical_size: tuple[int, int], text_scale: float) -> tuple[int, i
     return base, max(12, round(base * MESSAGE_SCALE))
 
 
-class _TextBatch:
+class TextBatch:
     """One text size: its atlas texture, a growable instance buffer and the vertex array."""
 
     def __init__(self, ctx: moderngl.Context, program: moderngl.Program, corners: moderngl.Buffer) -> None:
@@ -116,7 +119,7 @@ class _TextBatch:
 
 
 @dataclass(frozen=True)
-class _Metrics:
+class TextMetrics:
     """Spacing for one atlas, in pixels."""
 
     line: int  # distance between line tops
@@ -126,7 +129,7 @@ class _Metrics:
     pad_y: int
 
     @classmethod
-    def of(cls, atlas: FontAtlas) -> _Metrics:
+    def of(cls, atlas: FontAtlas) -> TextMetrics:
         s = atlas.size_px
         return cls(atlas.line_height, atlas.ink_top, atlas.ink_bottom, round(s * 0.5), round(s * 0.3))
 
@@ -141,8 +144,8 @@ class TextOverlay:
         uniform(self._program, "u_atlas").value = 0
         self._u_logical_size = uniform(self._program, "u_logical_size")
         self._u_quarter_turns = uniform(self._program, "u_quarter_turns")
-        self._small = _TextBatch(ctx, self._program, corners)
-        self._large = _TextBatch(ctx, self._program, corners)
+        self._small = TextBatch(ctx, self._program, corners)
+        self._large = TextBatch(ctx, self._program, corners)
         self._atlases: dict[int, FontAtlas] = {}
         self._key: tuple[object, ...] | None = None
 
@@ -150,21 +153,33 @@ class TextOverlay:
         """The atlas for ``size_px``, built on first use (a few ms); keeps the few latest sizes."""
         atlas = self._atlases.get(size_px)
         if atlas is None:
-            if len(self._atlases) >= 4:
+            if len(self._atlases) >= 8:
                 self._atlases.pop(next(iter(self._atlases)))
             atlas = self._atlases[size_px] = FontAtlas(size_px)
         return atlas
 
-    def draw(self, overlay: OverlayState, logical_size: tuple[int, int], quarter_turns: int) -> None:
+    def draw(
+        self,
+        overlay: OverlayState,
+        logical_size: tuple[int, int],
+        quarter_turns: int,
+        top_inset: float = 0.0,
+        bottom_inset: float = 0.0,
+    ) -> None:
+        """Draw ``overlay``; the notice and debug block start below ``top_inset`` (the booth banner)
+        and the debug block ends above ``bottom_inset`` from the bottom (the carousel)."""
         key = (
             overlay.status,
             overlay.message,
             overlay.notice,
             tuple(overlay.debug_lines),
+            tuple(overlay.warnings),
             logical_size,
+            top_inset,
+            bottom_inset,
         )
         if key != self._key:
-            self._rebuild(overlay, logical_size)
+            self._rebuild(overlay, logical_size, top_inset, bottom_inset)
             self._key = key
         if not (self._small.count or self._large.count):
             return
@@ -183,37 +198,48 @@ class TextOverlay:
         self._large.draw()
         ctx.disable(moderngl.BLEND)
 
-    def _rebuild(self, overlay: OverlayState, logical_size: tuple[int, int]) -> None:
+    def _rebuild(
+        self, overlay: OverlayState, logical_size: tuple[int, int], top_inset: float, bottom_inset: float
+    ) -> None:
         width, height = logical_size
         base_px, message_px = text_sizes(logical_size, self._text_scale)
         small = self.atlas(base_px)
         self._small.use_atlas(small)
-        m = _Metrics.of(small)
+        m = TextMetrics.of(small)
         margin = round(base_px * 0.6)
         boxes: list[NDArray[np.float32]] = []
         glyphs: list[NDArray[np.float32]] = []
         max_text_w = width - 2 * (margin + m.pad_x)
 
-        def block(lines: list[str], left: float | None, top: float, rgba: RGBA) -> float:
-            """Lines in a box with its top edge at ``top``; ``left`` None centres it. Returns its bottom."""
+        def block(lines: list[str], left: float | None, top: float, rgba: RGBA | list[RGBA]) -> float:
+            """Lines in a box with its top edge at ``top``; ``left`` None centres it. Returns its bottom.
+            ``rgba``: one colour, or one per line."""
             widths = [small.measure(t) for t in lines]
             block_w = max(widths)
             x = (width - block_w) / 2 if left is None else left + m.pad_x
             y = top + m.pad_y - m.ink_top
             bottom = y + (len(lines) - 1) * m.line + m.ink_bottom + m.pad_y
             boxes.append(small.box(x - m.pad_x, top, x + block_w + m.pad_x, bottom, BOX_RGBA))
+            colours = rgba if isinstance(rgba, list) else [rgba] * len(lines)
             for i, text in enumerate(lines):
-                glyphs.append(small.layout(text, x, y + i * m.line, rgba))
+                glyphs.append(small.layout(text, x, y + i * m.line, colours[i]))
             return bottom
 
-        top = float(margin)
+        top = float(margin) if top_inset <= 0 else top_inset + margin / 2
         if overlay.notice:
             top = block([small.elide(overlay.notice, max_text_w)], None, top, NOTICE_RGBA) + margin / 2
-        if overlay.debug_lines:
+        if overlay.debug_lines or overlay.warnings:
             bottom_limit = height - 2 * (margin + m.line + 2 * m.pad_y)
+            if bottom_inset > 0:
+                bottom_limit = min(bottom_limit, round(height - bottom_inset - margin / 2))
             fit = max(1, int((bottom_limit - top - 2 * m.pad_y) // m.line))
-            lines = [small.elide(t, max_text_w) for t in overlay.debug_lines[:fit]]
-            block(lines, margin, top, DEBUG_RGBA)
+            entries = [(t, DEBUG_RGBA) for t in overlay.debug_lines]
+            entries += [(f"! {t}", WARNING_RGBA) for t in overlay.warnings]
+            if len(entries) > fit:  # keep the warnings: drop debug lines first
+                keep_debug = max(0, fit - len(overlay.warnings))
+                entries = (entries[:keep_debug] + entries[len(overlay.debug_lines) :])[:fit]
+            lines = [small.elide(t, max_text_w) for t, _ in entries]
+            block(lines, margin, top, [c for _, c in entries])
         if overlay.status:
             status_h = m.ink_bottom - m.ink_top + 2 * m.pad_y
             block([small.elide(overlay.status, max_text_w)], margin, height - margin - status_h, TEXT_RGBA)
@@ -223,7 +249,7 @@ class TextOverlay:
         if overlay.message:
             large = self.atlas(message_px)
             self._large.use_atlas(large)
-            lm = _Metrics.of(large)
+            lm = TextMetrics.of(large)
             lines = large.wrap(overlay.message, width * 0.88 - 2 * lm.pad_x, max_lines=4)
             block_w = max(large.measure(t) for t in lines)
             block_h = (len(lines) - 1) * lm.line + lm.ink_bottom - lm.ink_top

@@ -12,19 +12,23 @@ overlay are drawn on top in logical (upright screen) pixels.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 
 import moderngl
 import numpy as np
 
 from kiosk.config import DisplayConfig
+from kiosk.render.booth_layer import BoothLayer
+from kiosk.render.booth_ui import BoothView, FaceThumb
 from kiosk.render.composite import FaceCrops
 from kiosk.render.overlay import OverlayState, TextOverlay
 from kiosk.render.shaders import load_program, uniform
 from kiosk.types import FrameBGR, SwappedFace
 
-__all__ = ["OverlayState", "Renderer"]
+__all__ = ["BoothView", "FaceThumb", "OverlayState", "Renderer"]
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,7 @@ class Renderer:
         self._frame_texture: moderngl.Texture | None = None
         self._crops = FaceCrops(ctx, self._frame_program)
         self._overlay = TextOverlay(ctx, self._corners, display.text_scale)
+        self._booth = BoothLayer(ctx, self._corners, self._overlay.atlas, display.text_scale)
         self._empty_overlay = OverlayState()
         #: How many frame textures were created (a new one only when the frame size changes).
         self.frame_textures_created = 0
@@ -64,6 +69,11 @@ class Renderer:
     def frame_size(self) -> tuple[int, int] | None:
         """(width, height) of the frame on show, None before the first :meth:`set_frame`."""
         return None if self._frame_texture is None else self._frame_texture.size
+
+    @property
+    def booth(self) -> BoothLayer:
+        """The booth UI layer (counters for tests and stats)."""
+        return self._booth
 
     @property
     def face_crops(self) -> FaceCrops:
@@ -102,8 +112,19 @@ class Renderer:
             self._frame_texture = None
         self._crops.clear()
 
-    def draw(self, fb_size: tuple[int, int], overlay: OverlayState | None = None) -> None:
-        """Clear, draw the frame (or black) and the overlay into the bound framebuffer."""
+    def draw(
+        self,
+        fb_size: tuple[int, int],
+        overlay: OverlayState | None = None,
+        booth: BoothView | None = None,
+        now: float | None = None,
+    ) -> None:
+        """Clear, draw the frame (or black), the booth UI and the overlay into the bound framebuffer.
+
+        ``booth``: carousel, banner, attract screen and badge (None: none of them); its warnings
+        join the debug block when the overlay has debug lines. ``now``: time.monotonic() for the
+        booth's animations (default: the clock now).
+        """
         w, h = int(fb_size[0]), int(fb_size[1])
         if w <= 0 or h <= 0:  # minimised window
             return
@@ -118,14 +139,26 @@ class Renderer:
             self._u_frame_size.value = tex.size
             self._u_target_size.value = (w, h)
             self._frame_vao.render(moderngl.TRIANGLE_STRIP, vertices=4)
-        self._overlay.draw(
-            overlay or self._empty_overlay, logical_size((w, h), self._rotate_deg), self._quarter_turns
-        )
+        logical = logical_size((w, h), self._rotate_deg)
+        overlay = overlay or self._empty_overlay
+        insets = (0.0, 0.0)
+        if booth is not None:
+            insets = self._booth.draw(
+                booth,
+                logical,
+                self._quarter_turns,
+                time.monotonic() if now is None else now,
+                status_shown=bool(overlay.status),
+            )
+            if booth.warnings and overlay.debug_lines and not overlay.warnings:
+                overlay = dataclasses.replace(overlay, warnings=list(booth.warnings))
+        self._overlay.draw(overlay, logical, self._quarter_turns, top_inset=insets[0], bottom_inset=insets[1])
 
     def release(self) -> None:
         """Free the GL objects (call with the context still current)."""
         self.clear_frame()
         self._crops.release()
+        self._booth.release()
         self._overlay.release()
         self._frame_vao.release()
         self._frame_program.release()
