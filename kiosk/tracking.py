@@ -202,8 +202,10 @@ class FaceTracker:
         kps_gate: a pair below ``iou_threshold`` still matches when the mean keypoint distance is
             below this fraction of the face size (fast motion).
         max_missed: frames a track is held in place after its last detection before it is dropped.
-        hold_min_hits: detections a track needs before it is held through a miss; a younger track
-            is dropped at its first miss, so a one-frame false detection does not linger.
+        min_hits: detections a track needs before it is reported (and then held through misses).
+            A younger, tentative track is dropped at its first miss, so a one-frame false
+            detection is never swapped, and a face that is detected once and then missed does not
+            blink on and off: it is reported one frame later instead.
         detect_every: a full-frame detection every this many frames; crops around tracks in between.
         region_scale: side of a search region relative to the face size.
     """
@@ -216,21 +218,21 @@ class FaceTracker:
         iou_threshold: float = 0.3,
         kps_gate: float = 0.5,
         max_missed: int = 5,
-        hold_min_hits: int = 2,
+        min_hits: int = 2,
         detect_every: int = 5,
         region_scale: float = 2.0,
     ) -> None:
         if detect_every < 1:
             raise ValueError("detect_every must be >= 1")
-        if max_missed < 0 or hold_min_hits < 1:
-            raise ValueError("max_missed must be >= 0 and hold_min_hits >= 1")
+        if max_missed < 0 or min_hits < 1:
+            raise ValueError("max_missed must be >= 0 and min_hits >= 1")
         self.min_cutoff = float(min_cutoff)
         self.beta = float(beta)
         self.d_cutoff = float(d_cutoff)
         self.iou_threshold = float(iou_threshold)
         self.kps_gate = float(kps_gate)
         self.max_missed = int(max_missed)
-        self.hold_min_hits = int(hold_min_hits)
+        self.min_hits = int(min_hits)
         self.detect_every = int(detect_every)
         self.region_scale = float(region_scale)
         self._states: list[_TrackState] = []
@@ -248,8 +250,13 @@ class FaceTracker:
 
     @property
     def tracks(self) -> list[Track]:
-        """The current tracks (as the last :meth:`update` returned them)."""
-        return [s.record() for s in self._states]
+        """The reported tracks (as the last :meth:`update` returned them), oldest first."""
+        return [s.record() for s in self._states if s.hits >= self.min_hits]
+
+    @property
+    def tentative(self) -> list[Track]:
+        """Tracks not yet reported (fewer than ``min_hits`` detections)."""
+        return [s.record() for s in self._states if s.hits < self.min_hits]
 
     def _new_filter(self) -> OneEuroFilter:
         return OneEuroFilter(self.min_cutoff, self.beta, self.d_cutoff, speed_axis=-1)
@@ -283,8 +290,9 @@ class FaceTracker:
 
     # -- per frame -----------------------------------------------------------------------------
     def update(self, faces: Sequence[Face], t: float) -> list[Track]:
-        """Take this frame's detections (frame pixels) observed at ``t`` seconds; return live tracks.
+        """Take this frame's detections (frame pixels) observed at ``t`` seconds; return the tracks.
 
+        Returned are the reported tracks (at least ``min_hits`` detections), oldest first.
         Matched tracks are smoothed; unmatched tracks are held in place (``missed`` > 0) up to
         ``max_missed`` frames; unmatched detections start new tracks with fresh filters.
         """
@@ -309,7 +317,7 @@ class FaceTracker:
             if i not in matched_t:
                 s.missed += 1
                 s.age += 1
-                if s.missed > self.max_missed or s.hits < self.hold_min_hits:
+                if s.missed > self.max_missed or s.hits < self.min_hits:
                     self._lost_pending = True
                     continue
             kept.append(s)
@@ -520,7 +528,7 @@ def detect_and_track(
         else:
             faces = detect_in_regions(detect_fn, frame, tracker.search_regions(frame.shape))
         return tracker.update(faces, t)
-    regions = tracker.search_regions(frame.shape, size_px, align_px) if tracker.tracks else []
+    regions = tracker.search_regions(frame.shape, size_px, align_px)
     faces = detect_in_regions(roi_detect_fn, frame, regions, pad_to=size_px)
     if full:
         new = merge_faces(faces, detect_fn(frame))[len(faces) :]

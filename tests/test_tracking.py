@@ -103,6 +103,9 @@ def test_ids_follow_two_moving_faces() -> None:
         a = face_at(50 + 6 * i, 100)
         b = face_at(500 - 6 * i, 300)
         tracks = tr.update([b, a] if i % 2 else [a, b], i / FPS)
+        if i == 0:
+            assert tracks == [] and len(tr.tentative) == 2  # reported from the second detection
+            continue
         assert len(tracks) == 2
         by_y = sorted(tracks, key=lambda t: float(t.face.box_xyxy[1]))
         ids_seen.append((by_y[0].id, by_y[1].id))
@@ -110,7 +113,7 @@ def test_ids_follow_two_moving_faces() -> None:
 
 
 def test_fast_motion_matches_by_keypoints_when_iou_is_low() -> None:
-    tr = FaceTracker(iou_threshold=0.3, kps_gate=0.5)
+    tr = FaceTracker(iou_threshold=0.3, kps_gate=0.5, min_hits=1)
     tr.update([face_at(0, 0)], 0.0)
     # A 55 px jump of a 100x120 face: IoU 0.29, mean keypoint distance 0.46 of the face size.
     tracks = tr.update([face_at(55, 0)], 1 / FPS)
@@ -132,10 +135,15 @@ def test_missed_face_is_held_in_place_then_dropped() -> None:
     assert tr.update([], 8 / FPS) == []
 
 
-def test_a_one_frame_detection_is_not_held() -> None:
-    tr = FaceTracker(max_missed=5, hold_min_hits=2)
-    assert len(tr.update([face_at(100, 100)], 0.0)) == 1
+def test_a_one_frame_detection_is_never_reported() -> None:
+    tr = FaceTracker(max_missed=5, min_hits=2)
+    assert tr.update([face_at(100, 100)], 0.0) == []
     assert tr.update([], 1 / FPS) == []
+    assert tr.tentative == [] and tr.needs_full_detection(7)
+    # with min_hits=1 it is reported at once and held
+    tr = FaceTracker(max_missed=5, min_hits=1)
+    assert len(tr.update([face_at(100, 100)], 0.0)) == 1
+    assert len(tr.update([], 1 / FPS)) == 1
 
 
 def test_reacquired_track_keeps_its_id_and_new_face_gets_fresh_filter() -> None:
@@ -144,9 +152,9 @@ def test_reacquired_track_keeps_its_id_and_new_face_gets_fresh_filter() -> None:
         tr.update([face_at(100, 100)], i / FPS)
     tr.update([], 5 / FPS)
     tracks = tr.update([face_at(102, 100), face_at(400, 100)], 6 / FPS)
-    ids = sorted(t.id for t in tracks)
-    assert ids == [1, 2]
-    new = next(t for t in tracks if t.id == 2)
+    assert [t.id for t in tracks] == [1]
+    new = tr.tentative[0]
+    assert new.id == 2
     np.testing.assert_array_equal(new.face.kps, face_at(400, 100).kps)  # no smoothing from elsewhere
     assert new.hits == 1 and new.age == 1
 
@@ -210,7 +218,7 @@ def test_invalid_tracker_parameters() -> None:
     with pytest.raises(ValueError):
         FaceTracker(detect_every=0)
     with pytest.raises(ValueError):
-        FaceTracker(hold_min_hits=0)
+        FaceTracker(min_hits=0)
 
 
 # -- regions and detection helpers ---------------------------------------------------------------
@@ -261,6 +269,9 @@ def test_detect_and_track_uses_regions_between_full_detections() -> None:
 
     for i in range(6):
         tracks = detect_and_track(tr, frame, i, i / FPS, full, roi, geometry)
+        if i == 0:
+            assert tracks == []
+            continue
         assert len(tracks) == 1 and tracks[0].id == 1
         np.testing.assert_allclose(tracks[0].face.box_xyxy, [250, 150, 350, 270], atol=1e-4)
     full_calls = sum(1 for s in calls if s == (480, 640))

@@ -1,0 +1,491 @@
+"""Synthetic test clips with known face motion, for measuring tracking jitter, lag and flicker.
+
+A real photo is animated with a known per-frame affine motion and camera-like gaussian noise.
+The truth keypoints are the keypoints the detector finds once on the clean, un-moved first frame,
+carried along by the same known motion, so every frame's true keypoints are known exactly
+(up to the detector's bias on that one clean frame, which a per-axis std or a time shift ignores).
+
+Photos and models are read from the environment at test time and are never committed:
+``/work/shared/media/astronaut_eileen_collins_nasa.png``, insightface's ``t1.jpg`` (6 faces),
+``../shared/models/det_500m.onnx``. Helpers return ``None`` when one is absent so tests can skip.
+
+Also here: a minimal SCRFD decoder for ``det_500m`` (used when the project's detector in
+``kiosk.inference.detector`` is not importable) and the jitter / lag / flicker measures.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from kiosk.types import Face
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_CANDIDATES = (REPO.parent / "shared", Path("/work/shared"))
+FPS = 30.0
+FRAME_W, FRAME_H = 640, 480
+
+DetectFn = Callable[[NDArray[np.uint8]], list[Face]]
+
+
+def shared_file(*parts: str) -> Path | None:
+    """A file under ``../shared`` (or ``/work/shared``), or ``None`` when it is absent."""
+    for root in SHARED_CANDIDATES:
+        p = root.joinpath(*parts)
+        if p.is_file():
+            return p
+    return None
+
+
+def insightface_image(name: str) -> Path | None:
+    """An image shipped inside the installed insightface wheel, or ``None``."""
+    spec = importlib.util.find_spec("insightface")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for loc in spec.submodule_search_locations:
+        p = Path(loc) / "data" / "images" / name
+        if p.is_file():
+            return p
+    return None
+
+
+# -- detector ------------------------------------------------------------------------------------
+
+
+class MiniScrfd:
+    """Just enough SCRFD (det_500m / det_2.5g / det_10g) to get faces: letterbox top-left, decode, NMS."""
+
+    def __init__(self, path: Path, det_size: int = 320, threshold: float = 0.5, nms_iou: float = 0.4):
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3  # dynamic input sizes make ORT warn about shapes on every run
+        opts.intra_op_num_threads = 2
+        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self.input_name = self.session.get_inputs()[0].name
+        self.det_size = det_size
+        self.threshold = threshold
+        self.nms_iou = nms_iou
+        self._grids: dict[int, NDArray[np.float32]] = {}
+
+    def _grid(self, stride: int) -> NDArray[np.float32]:
+        g = self._grids.get(stride)
+        if g is None:
+            n = self.det_size // stride
+            ys, xs = np.mgrid[:n, :n]
+            g = np.stack([xs, ys], axis=-1).reshape(-1, 2).astype(np.float32)
+            g = np.repeat(g, 2, axis=0) * np.float32(stride)
+            self._grids[stride] = g
+        return g
+
+    def __call__(self, image_bgr: NDArray[np.uint8]) -> list[Face]:
+        size = self.det_size
+        h, w = image_bgr.shape[:2]
+        ratio = min(size / h, size / w)
+        nh, nw = max(1, int(h * ratio)), max(1, int(w * ratio))
+        canvas = np.zeros((size, size, 3), np.uint8)
+        canvas[:nh, :nw] = cv2.resize(image_bgr, (nw, nh))
+        blob = cv2.dnn.blobFromImage(canvas, 1.0 / 128.0, (size, size), (127.5, 127.5, 127.5), swapRB=True)
+        outs = self.session.run(None, {self.input_name: blob})
+        scores, boxes, kps = [], [], []
+        for i, stride in enumerate((8, 16, 32)):
+            s = outs[i].reshape(-1)
+            pos = np.nonzero(s >= self.threshold)[0]
+            if pos.size == 0:
+                continue
+            anchors = self._grid(stride)[pos]
+            d = outs[i + 3].reshape(-1, 4)[pos] * stride
+            k = outs[i + 6].reshape(-1, 10)[pos] * stride
+            scores.append(s[pos])
+            boxes.append(np.concatenate([anchors - d[:, :2], anchors + d[:, 2:]], axis=1))
+            kps.append(k + np.tile(anchors, 5))
+        if not scores:
+            return []
+        sc = np.concatenate(scores)
+        bx = np.concatenate(boxes) / ratio
+        kp = np.concatenate(kps) / ratio
+        keep = _nms(bx, sc, self.nms_iou)
+        return [
+            Face(
+                box_xyxy=bx[i].astype(np.float32),
+                score=float(sc[i]),
+                kps=kp[i].reshape(5, 2).astype(np.float32),
+            )
+            for i in keep
+        ]
+
+
+def _nms(boxes: NDArray[np.floating], scores: NDArray[np.floating], iou: float) -> list[int]:
+    order = list(np.argsort(-scores, kind="stable"))
+    keep: list[int] = []
+    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+    while order:
+        i = order.pop(0)
+        keep.append(int(i))
+        rest = np.array(order, dtype=np.int64)
+        if rest.size == 0:
+            break
+        ix0 = np.maximum(boxes[i, 0], boxes[rest, 0])
+        iy0 = np.maximum(boxes[i, 1], boxes[rest, 1])
+        ix1 = np.minimum(boxes[i, 2], boxes[rest, 2])
+        iy1 = np.minimum(boxes[i, 3], boxes[rest, 3])
+        inter = np.clip(ix1 - ix0, 0, None) * np.clip(iy1 - iy0, 0, None)
+        ov = inter / (area[i] + area[rest] - inter + 1e-9)
+        order = [int(j) for j, o in zip(rest, ov, strict=True) if o <= iou]
+    return keep
+
+
+def load_detector(det_size: int = 320) -> tuple[DetectFn, str] | None:
+    """The real det_500m as ``detect(image_bgr) -> list[Face]`` and a description, or ``None``.
+
+    Uses the project's ``ScrfdDetector`` when it is importable and works; otherwise the minimal
+    decoder above. Both reproduce insightface's SCRFD decoding.
+    """
+    path = shared_file("models", "det_500m.onnx")
+    if path is None:
+        return None
+    try:
+        import onnxruntime as ort
+
+        from kiosk.inference.detector import ScrfdDetector  # type: ignore[import-not-found,unused-ignore]
+        from kiosk.inference.specs import DET_500M  # type: ignore[import-not-found,unused-ignore]
+
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3
+        opts.intra_op_num_threads = 2
+        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        det = ScrfdDetector(sess, DET_500M, path, "cpu", det_size=det_size)
+        probe = np.zeros((64, 64, 3), np.uint8)
+        det.detect(probe)
+        return det.detect, f"kiosk.inference.detector.ScrfdDetector(det_500m, det_size={det_size})"
+    except Exception:  # noqa: BLE001 - not committed yet, or an API change: fall back
+        mini = MiniScrfd(path, det_size=det_size)
+        return mini, f"tests.motion_videos.MiniScrfd(det_500m, det_size={det_size})"
+
+
+# -- clips ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Clip:
+    """Frames and the true keypoints of every face in every frame."""
+
+    name: str
+    frames: list[NDArray[np.uint8]]
+    #: (T, F, 5, 2) float64 true keypoints in frame pixels.
+    truth_kps: NDArray[np.float64]
+    #: (T, F, 4) float64 true boxes (the clean detection's box carried by the motion).
+    truth_boxes: NDArray[np.float64]
+    #: (T,) bool: frames where the faces are (partly) hidden on purpose, truth still says present.
+    occluded: NDArray[np.bool_]
+    fps: float = FPS
+
+    @property
+    def times(self) -> NDArray[np.float64]:
+        return np.arange(len(self.frames), dtype=np.float64) / self.fps
+
+
+@dataclass
+class Scene:
+    """A photo placed in the frame (``base`` maps photo pixels to frame-0 pixels)."""
+
+    photo: NDArray[np.uint8]
+    base: NDArray[np.float64]  # 2x3
+
+
+def astronaut_scene() -> Scene | None:
+    """One face, about 95 px wide, near the centre of a 640x480 frame."""
+    p = shared_file("media", "astronaut_eileen_collins_nasa.png")
+    if p is None:
+        return None
+    photo = cv2.imread(str(p), cv2.IMREAD_COLOR)
+    if photo is None:
+        return None
+    # Face centre in the 512x512 photo is about (225, 120); put it at (300, 220).
+    base = np.array([[1.0, 0.0, 75.0], [0.0, 1.0, 100.0]])
+    return Scene(np.asarray(photo, np.uint8), base)
+
+
+def group_scene() -> Scene | None:
+    """Three faces of insightface's t1.jpg (x 220..860, y 100..580 of the photo)."""
+    p = insightface_image("t1.jpg")
+    if p is None:
+        return None
+    photo = cv2.imread(str(p), cv2.IMREAD_COLOR)
+    if photo is None:
+        return None
+    base = np.array([[1.0, 0.0, -220.0], [0.0, 1.0, -100.0]])
+    return Scene(np.asarray(photo, np.uint8), base)
+
+
+def _compose(d: NDArray[np.float64], m: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``d ∘ m`` for 2x3 affines."""
+    d3 = np.vstack([d, [0.0, 0.0, 1.0]])
+    m3 = np.vstack([m, [0.0, 0.0, 1.0]])
+    return (d3 @ m3)[:2]
+
+
+def _apply(m: NDArray[np.float64], pts: NDArray[np.float64]) -> NDArray[np.float64]:
+    return pts @ m[:, :2].T + m[:, 2]
+
+
+def motion(
+    kind: str, n_frames: int, centre: tuple[float, float] = (320.0, 240.0)
+) -> list[NDArray[np.float64]]:
+    """Per-frame 2x3 frame-space motions ``D_t`` of a named kind (applied after the scene's base).
+
+    still: no motion. pan: still for 10 frames, then 4 px/frame (120 px/s at 30 fps) to the right
+    for 50 frames, then still (starting and stopping makes a time lag measurable: a constant-speed
+    ramp alone cannot tell a lag from an offset). sine: x = 50 sin(2 pi t / 2 s) with y = 15 sin(2 pi t / 1.5 s) and a 4 degree rocking rotation.
+    """
+    out = []
+    cx, cy = centre
+    for i in range(n_frames):
+        t = i / FPS
+        if kind == "still":
+            dx = dy = ang = 0.0
+        elif kind == "pan":
+            dx, dy, ang = -100.0 + 4.0 * min(max(i - 10, 0), 50), 0.0, 0.0
+        elif kind == "sine":
+            dx = 50.0 * math.sin(2 * math.pi * t / 2.0)
+            dy = 15.0 * math.sin(2 * math.pi * t / 1.5)
+            ang = 4.0 * math.sin(2 * math.pi * t / 2.5)
+        else:
+            raise ValueError(f"unknown motion {kind!r}")
+        rot = np.asarray(cv2.getRotationMatrix2D((cx, cy), ang, 1.0), np.float64)
+        rot[0, 2] += dx
+        rot[1, 2] += dy
+        out.append(rot)
+    return out
+
+
+def render(
+    scene: Scene, d: NDArray[np.float64], noise_sigma: float, rng: np.random.Generator
+) -> NDArray[np.uint8]:
+    """One frame: the photo moved by ``d ∘ base``, plus gaussian sensor noise (grey levels)."""
+    m = _compose(d, scene.base)
+    frame = np.asarray(
+        cv2.warpAffine(
+            scene.photo, m, (FRAME_W, FRAME_H), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REFLECT_101
+        ),
+        np.uint8,
+    )
+    if noise_sigma > 0:
+        noisy = frame.astype(np.float32) + np.asarray(rng.normal(0.0, noise_sigma, frame.shape), np.float32)
+        frame = np.clip(noisy + 0.5, 0, 255).astype(np.uint8)
+    return frame
+
+
+def make_clip(
+    scene: Scene,
+    detect: DetectFn,
+    kind: str,
+    n_frames: int = 60,
+    noise_sigma: float = 6.0,
+    occlude_frames: Sequence[int] = (),
+    seed: int = 0,
+    name: str | None = None,
+) -> Clip:
+    """Animate ``scene`` with motion ``kind``; truth = clean frame-0 detections carried by the motion.
+
+    ``occlude_frames``: frames where each face is covered by a grey block (the detector misses it;
+    the face is still there in truth).
+    """
+    rng = np.random.default_rng(seed)
+    moves = motion(kind, n_frames)
+    clean0 = render(scene, moves[0], 0.0, rng)
+    faces0 = sorted(detect(clean0), key=lambda f: float(f.box_xyxy[0]))
+    if not faces0:
+        raise RuntimeError("the detector found no face on the clean first frame")
+    # Truth: frame-0 detections carried to frame t by D_t ∘ D_0⁻¹.
+    inv0 = np.asarray(cv2.invertAffineTransform(moves[0]), np.float64)
+    kps0 = np.stack([_apply(inv0, f.kps.astype(np.float64)) for f in faces0])  # (F,5,2)
+    boxes0 = np.stack([f.box_xyxy.astype(np.float64) for f in faces0])  # (F,4)
+    boxes0 = _apply(inv0, boxes0.reshape(-1, 2)).reshape(-1, 4)
+    frames, truth_kps, truth_boxes = [], [], []
+    occluded = np.zeros(n_frames, bool)
+    for i, d in enumerate(moves):
+        frame = render(scene, d, noise_sigma, rng)
+        kps = np.stack([_apply(d, k) for k in kps0])
+        corners = _apply(d, boxes0.reshape(-1, 2)).reshape(-1, 2, 2)
+        boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+        if i in occlude_frames:
+            occluded[i] = True
+            for b in boxes:
+                x0, y0, x1, y1 = (int(round(v)) for v in b)
+                frame[max(y0, 0) : max(y1, 0), max(x0, 0) : max(x1, 0)] = 128
+        frames.append(frame)
+        truth_kps.append(kps)
+        truth_boxes.append(boxes)
+    return Clip(
+        name=name or kind,
+        frames=frames,
+        truth_kps=np.stack(truth_kps),
+        truth_boxes=np.stack(truth_boxes),
+        occluded=occluded,
+    )
+
+
+# -- measures ------------------------------------------------------------------------------------
+
+
+def jitter_px(kps: NDArray[np.float64], truth: NDArray[np.float64], skip: int = 5) -> float:
+    """Mean over keypoints and axes of the std over time of the keypoint error. (T,5,2) inputs."""
+    err = kps[skip:] - truth[skip:]
+    return float(np.nanstd(err, axis=0).mean())
+
+
+def rms_error_px(kps: NDArray[np.float64], truth: NDArray[np.float64], skip: int = 5) -> float:
+    """Root mean square keypoint distance to the truth."""
+    err = kps[skip:] - truth[skip:]
+    return float(np.sqrt(np.nanmean(np.sum(err**2, axis=-1))))
+
+
+def lag_frames(
+    kps: NDArray[np.float64],
+    truth: NDArray[np.float64],
+    max_shift: float = 4.0,
+    step: float = 0.05,
+    skip: int = 5,
+) -> float:
+    """The time shift (frames, positive = behind the truth) that best aligns ``kps`` with ``truth``.
+
+    ``kps(t)`` is compared with ``truth(t - s)`` (linearly interpolated) after removing each
+    keypoint's constant offset (detector bias), for ``s`` on a grid in ``[-max_shift, max_shift]``.
+    """
+    n = kps.shape[0]
+    t = np.arange(n, dtype=np.float64)
+    flat_k = kps.reshape(n, -1)
+    flat_t = truth.reshape(n, -1)
+    valid = np.asarray(~np.isnan(flat_k).any(axis=1), bool)
+    best_s, best_e = 0.0, math.inf
+    lo = skip + int(math.ceil(max_shift))
+    hi = n - int(math.ceil(max_shift))
+    for s in np.arange(-max_shift, max_shift + step / 2, step):
+        idx = np.arange(lo, hi)
+        idx = idx[valid[idx]]
+        shifted = np.stack([np.interp(idx - s, t, flat_t[:, j]) for j in range(flat_t.shape[1])], axis=1)
+        err = flat_k[idx] - shifted
+        err = err - err.mean(axis=0)
+        e = float(np.mean(err**2))
+        if e < best_e:
+            best_s, best_e = float(s), e
+    return best_s
+
+
+def match_to_truth(
+    boxes: list[NDArray[np.float32]], truth_boxes: NDArray[np.float64], min_iou: float = 0.3
+) -> list[int]:
+    """For each true face, the index in ``boxes`` that overlaps it most (IoU >= ``min_iou``), else -1."""
+    out = []
+    for tb in truth_boxes:
+        best, best_iou = -1, min_iou
+        for j, b in enumerate(boxes):
+            ix = max(0.0, min(tb[2], b[2]) - max(tb[0], b[0]))
+            iy = max(0.0, min(tb[3], b[3]) - max(tb[1], b[1]))
+            inter = ix * iy
+            union = (tb[2] - tb[0]) * (tb[3] - tb[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+            iou = inter / union if union > 0 else 0.0
+            if iou >= best_iou:
+                best, best_iou = j, iou
+        out.append(best)
+    return out
+
+
+# -- running a tracker on a clip -----------------------------------------------------------------
+
+
+@dataclass
+class TrackRun:
+    """What a tracker reported on a clip, per true face: (T, F, 5, 2) keypoints, NaN where absent."""
+
+    kps: NDArray[np.float64]
+    track_ids: NDArray[np.int64]  # (T, F), -1 where no track covers the face
+    full_detections: int
+    roi_detections: int
+
+    def first_tracked(self) -> list[int]:
+        """Per true face, the first frame it had a track (``len`` of the clip if never)."""
+        n = self.track_ids.shape[0]
+        return [int(np.argmax(col >= 0)) if (col >= 0).any() else n for col in self.track_ids.T]
+
+    def flicker(self) -> int:
+        """Frames × faces where a face that is there in truth has no track (is not swapped) after
+        it was first tracked: every such frame is a swapped → real → swapped blink.
+
+        The start, before a track is confirmed (``FaceTracker.min_hits``), is checked with
+        :meth:`first_tracked` instead.
+        """
+        n = 0
+        for f, first in enumerate(self.first_tracked()):
+            n += int(np.sum(self.track_ids[first:, f] < 0))
+        return n
+
+    def id_switches(self) -> int:
+        """Times a true face's track id changed from one covered frame to the next."""
+        n = 0
+        for f in range(self.track_ids.shape[1]):
+            ids = [int(i) for i in self.track_ids[:, f] if i >= 0]
+            n += sum(1 for a, b in zip(ids, ids[1:], strict=False) if a != b)
+        return n
+
+
+def raw_keypoints(clip: Clip, detect: DetectFn) -> NDArray[np.float64]:
+    """The detector alone, full frame, every frame: (T, F, 5, 2), NaN where a face was missed."""
+    n, nf = clip.truth_kps.shape[:2]
+    out = np.full((n, nf, 5, 2), np.nan)
+    for i, frame in enumerate(clip.frames):
+        faces = detect(frame)
+        idx = match_to_truth([f.box_xyxy for f in faces], clip.truth_boxes[i])
+        for k, j in enumerate(idx):
+            if j >= 0:
+                out[i, k] = faces[j].kps
+    return out
+
+
+def run_tracker(
+    clip: Clip,
+    tracker: object,
+    detect: DetectFn,
+    roi_detect: DetectFn | None = None,
+    drop_prob: float = 0.0,
+    seed: int = 1,
+    roi: tuple[int, int] | None = None,
+) -> TrackRun:
+    """Run ``kiosk.tracking.detect_and_track`` over ``clip``; optionally drop detections at random."""
+    from kiosk.tracking import FaceTracker, detect_and_track
+
+    assert isinstance(tracker, FaceTracker)
+    rng = np.random.default_rng(seed)
+    counts = {"full": 0, "roi": 0}
+
+    def dropping(fn: DetectFn, key: str) -> DetectFn:
+        def wrapped(img: NDArray[np.uint8]) -> list[Face]:
+            counts[key] += 1
+            faces = fn(img)
+            if drop_prob > 0:
+                faces = [f for f in faces if rng.random() >= drop_prob]
+            return faces
+
+        return wrapped
+
+    full_fn = dropping(detect, "full")
+    roi_fn = dropping(roi_detect or detect, "roi")
+    n, nf = clip.truth_kps.shape[:2]
+    kps = np.full((n, nf, 5, 2), np.nan)
+    ids = np.full((n, nf), -1, np.int64)
+    for i, (frame, t) in enumerate(zip(clip.frames, clip.times, strict=True)):
+        tracks = detect_and_track(tracker, frame, i, float(t), full_fn, roi_fn, roi)
+        idx = match_to_truth([tr.face.box_xyxy for tr in tracks], clip.truth_boxes[i])
+        for k, j in enumerate(idx):
+            if j >= 0:
+                kps[i, k] = tracks[j].face.kps
+                ids[i, k] = tracks[j].id
+    return TrackRun(kps=kps, track_ids=ids, full_detections=counts["full"], roi_detections=counts["roi"])
