@@ -155,8 +155,9 @@ class _UiBatch:
     def upload(self, rows: NDArray[np.float32]) -> None:
         n = len(rows)
         if n > self._capacity:
-            self._capacity = max(64, n, self._capacity * 2)
+            capacity = max(64, n, self._capacity * 2)
             self.release()
+            self._capacity = capacity
             self._buffer = self._ctx.buffer(reserve=self._capacity * UI_FLOATS * 4, dynamic=True)
             self._vao = self._ctx.vertex_array(
                 self._program,
@@ -173,7 +174,6 @@ class _UiBatch:
                     ),
                 ],
             )
-            self._capacity = max(64, n)
         if n and self._buffer is not None:
             self._buffer.write(np.ascontiguousarray(rows, dtype=np.float32))
         self.count = n
@@ -187,7 +187,7 @@ class _UiBatch:
             if obj is not None:
                 obj.release()
         self._vao = self._buffer = None
-        self.count = 0
+        self._capacity = self.count = 0
 
 
 @dataclass
