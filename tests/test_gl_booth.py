@@ -246,6 +246,24 @@ def test_swap_off_badge_top_right(landscape: Scene) -> None:
     assert xs.min() > w * 0.6 and ys.max() < h * 0.15
     red = (off[..., 0] > 170) & (off[..., 1] < 60)
     assert red.sum() > 200
+    # the overlay's debug block starts below the badge, never under it
+    overlay = OverlayState(debug_lines=["a long debug line " * 6])
+    debug = landscape.draw(BoothView([], 0, 0.0, swap_enabled=False), overlay=overlay)
+    assert changed_rows(off, debug).min() >= ys.max()
+
+
+def test_swap_off_badge_sits_in_the_banner(landscape: Scene) -> None:
+    w, h = landscape.size
+    banner = "Live AI face swap. Nothing is recorded. " * 3  # long: elided clear of the badge
+    on = landscape.draw(BoothView([], 0, 0.0, banner=banner))
+    off = landscape.draw(BoothView([], 0, 0.0, banner=banner, swap_enabled=False))
+    bar_rows = changed_rows(landscape.draw(None), on)
+    red = (off[..., 0] > 170) & (off[..., 1] < 60) & (off[..., 2] < 60)
+    ys, xs = np.nonzero(red)
+    assert len(ys) > 200 and ys.max() <= bar_rows.max() and xs.min() > w * 0.6
+    text = np.nonzero((off[: bar_rows.max() + 1].min(axis=2) > 220).any(axis=0))[0]
+    assert not ((text >= xs.min() - 8) & (text < xs.min())).any(), "the banner text stops before the badge"
+    assert text[text < xs.min()].max() > w * 0.5, "the (elided) banner text is still there"
 
 
 def test_warnings_join_the_debug_block_only_when_debug_is_on(landscape: Scene) -> None:

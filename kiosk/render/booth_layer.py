@@ -375,9 +375,20 @@ class BoothLayer:
         ink_h = m.ink_bottom - m.ink_top
         frame = _Frame(shapes=[], text={})
 
+        # The swap-off badge sits at the right end of the banner, or top-right without one; either
+        # way above the top inset, so the overlay's notice and debug block never run under it.
+        badge_w = 0.0 if view.swap_enabled else small.measure(SWAP_OFF_TEXT) + 2 * m.pad_x
         top = 0.0
         if view.banner:
-            top = self._banner(frame, view.banner, small, m, width)
+            top = self._banner(
+                frame, view.banner, small, m, width, reserve=badge_w + margin if badge_w else 0.0
+            )
+            if badge_w:
+                pad_y = m.pad_y * 0.6
+                line = max(2.0, round(small.size_px / 12))
+                self._badge(frame, small, m, width - margin, (top - line - ink_h - 2 * pad_y) / 2, pad_y)
+        elif badge_w:
+            top = self._badge(frame, small, m, width - margin, margin / 2, m.pad_y)
         frame.top_inset = top
         status_h = ink_h + 2 * m.pad_y
         bottom = height - (margin + status_h + margin / 2 if status_shown else margin)
@@ -388,29 +399,35 @@ class BoothLayer:
             frame.bottom_inset = height - self._carousel(
                 frame, view, logical_size, position, small, m, bottom
             )
-        if not view.swap_enabled:
-            self._badge(frame, small, m, width - margin, top + margin / 2)
         return frame
 
-    def _banner(self, frame: _Frame, text: str, font: FontAtlas, m: TextMetrics, width: int) -> float:
+    def _banner(
+        self, frame: _Frame, text: str, font: FontAtlas, m: TextMetrics, width: int, reserve: float
+    ) -> float:
+        """The bar across the top with ``text`` centred, keeping ``reserve`` free at both ends;
+        returns its height."""
         ink_h = m.ink_bottom - m.ink_top
         bar_h = round(ink_h + 2.4 * m.pad_y)
         line = max(2.0, round(font.size_px / 12))
         frame.shapes.append(ui_quad((0, 0, width, bar_h), PANEL))
         frame.shapes.append(ui_quad((0, bar_h - line, width, bar_h), _alpha(ACCENT, 0.9)))
-        shown = font.elide(text, width - 4 * m.pad_x)
+        shown = font.elide(text, width - 4 * m.pad_x - 2 * reserve)
         x = (width - font.measure(shown)) / 2
         y = (bar_h - line - ink_h) / 2 - m.ink_top
         frame.add_text(font, shown, x, y, WHITE)
         return float(bar_h)
 
-    def _badge(self, frame: _Frame, font: FontAtlas, m: TextMetrics, right: float, top: float) -> None:
+    def _badge(
+        self, frame: _Frame, font: FontAtlas, m: TextMetrics, right: float, top: float, pad_y: float
+    ) -> float:
+        """The "swap off" pill ending at ``right`` with its top at ``top``; returns its bottom."""
         text_w = font.measure(SWAP_OFF_TEXT)
         ink_h = m.ink_bottom - m.ink_top
-        h = ink_h + 2 * m.pad_y
+        h = ink_h + 2 * pad_y
         x0 = right - text_w - 2 * m.pad_x
         frame.shapes.append(ui_quad((x0, top, right, top + h), BADGE, radius=h / 2))
-        frame.add_text(font, SWAP_OFF_TEXT, x0 + m.pad_x, top + m.pad_y - m.ink_top, WHITE)
+        frame.add_text(font, SWAP_OFF_TEXT, x0 + m.pad_x, top + pad_y - m.ink_top, WHITE)
+        return top + h
 
     def _carousel(
         self,
