@@ -186,3 +186,30 @@ def test_mixed_crop_sizes_composite_like_the_cpu(ctx: moderngl.Context) -> None:
     diff = np.abs(cpu.astype(np.int16) - gpu.astype(np.int16))
     assert diff[region].mean() <= 2.0
     assert np.array_equal(gpu[~region], frame[~region])
+
+
+def test_composite_happens_in_frame_space_under_display_rotation(ctx: moderngl.Context) -> None:
+    """A turned display shows the same composite, turned (the paste-back ignores the display)."""
+    w, h = 320, 240
+    frame = textured(h, w, seed=12)
+    faces = [swapped(textured(128, 128, seed=13), similarity(150, 110, 120, 15.0, 128))]
+    cpu = cpu_composite(frame, faces)
+    rb = ctx.renderbuffer((h, w), components=4)
+    fbo = ctx.framebuffer(color_attachments=[rb])
+    renderer = Renderer(ctx, DisplayConfig(rotate=90))
+    try:
+        renderer.set_frame(frame, faces)
+        fbo.use()
+        renderer.draw((h, w))
+        assert ctx.error == "GL_NO_ERROR"
+        rgb = np.frombuffer(fbo.read(components=3, alignment=1), np.uint8).reshape(w, h, 3)[::-1]
+    finally:
+        renderer.release()
+        ctx.detect_framebuffer(0).use()
+        fbo.release()
+        rb.release()
+    upright = np.rot90(rgb, k=1)[:, :, ::-1]  # turn the framebuffer back; RGB → BGR
+    region = face_mask((h, w), faces)
+    diff = np.abs(upright.astype(np.int16) - cpu.astype(np.int16))
+    assert diff[region].mean() <= 2.0
+    assert np.array_equal(upright[~region], frame[~region])
