@@ -451,7 +451,7 @@ class BoothLayer:
         band_top = top - cm.tile * 0.5
         frame.shapes.append(
             ui_quad(
-                (0, band_top, width, bottom + (logical_size[1] - bottom)),
+                (0, band_top, width, logical_size[1]),
                 (0.0, 0.0, 0.0, 0.0),
                 color2=(0.0, 0.0, 0.0, 0.6),
                 mode=MODE_GRADIENT,
