@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
+from kiosk.booth.faces import FaceLibrary, make_library
 from kiosk.booth.reload import ConfigWatcher
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
@@ -45,15 +46,18 @@ class RunOptions:
     stats_interval_s: float = 0.0  # also rewrite stats_json this often while running
 
 
-def default_processor_factory(cfg: KioskConfig) -> Callable[[], Processor]:
-    """The face pipeline when processing is enabled, else a pass-through."""
+def default_processor_factory(
+    cfg: KioskConfig, library: FaceLibrary, controls: ControlState
+) -> Callable[[], Processor]:
+    """The face pipeline driven by the library and controls when processing is enabled, else a
+    pass-through. Models are imported and opened on the loader thread, not here."""
 
     def build() -> Processor:
         if not cfg.processing.enabled:
             return PassThrough()
-        from kiosk.pipeline import build_processor
+        from kiosk.booth.processor import build_booth_processor
 
-        return build_processor(cfg)
+        return build_booth_processor(cfg, library, controls)
 
     return build
 
@@ -70,7 +74,14 @@ class KioskApp:
         self.cfg = cfg
         self.opts = opts
         self.stop = threading.Event()
-        self.controls = ControlState(debug=cfg.overlay.debug)
+        self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
+        self.library = make_library(cfg)
+        self._library_version = -1
+        self._thumbs: list[Any] = []  # kiosk.render.booth_ui.FaceThumb, rebuilt when the library changes
+        self._t_last_face = time.monotonic()
+        self._detection_known = False
+        self.attract = False
+        self.snapshots_written = 0
         self._custom_source = source_factory is not None
         self._custom_processor = processor_factory is not None
         self._watcher = ConfigWatcher(config_path) if config_path is not None else None
@@ -79,7 +90,9 @@ class KioskApp:
         self.capture_buf: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
         self.result_buf: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
         self._source_factory = source_factory or (lambda: make_source(cfg.source, cfg.base_dir))
-        self._processor_factory = processor_factory or default_processor_factory(cfg)
+        self._processor_factory = processor_factory or default_processor_factory(
+            cfg, self.library, self.controls
+        )
         self._capture_stop = threading.Event()
         self.capture = self._new_capture()
         self.inference = self._new_inference()
@@ -142,6 +155,9 @@ class KioskApp:
                 "latency  capture→display "
                 + (f"p50 {p50:.1f} ms  p95 {p95:.1f} ms" if p50 is not None and p95 is not None else "-"),
                 f"stage    {self.inference.processor_name}  errors {self.inference.errors}",
+                f"faces    {len(self.library.entries)} loaded"
+                + (f", {len(self.library.problems)} skipped" if self.library.problems else "")
+                + (f"  selected: {self.selected_face_name()}" if self.library.entries else ""),
             ]
         return {
             "status": status if self.cfg.overlay.status_line else "",
@@ -194,6 +210,22 @@ class KioskApp:
                 "last_error": self.inference.last_error,
                 "notice": self._last_notice,
             },
+            "controls": {
+                "selected_face": self.selected_face_name(),
+                "selected_index": self.controls.selected_face,
+                "actions_applied": self.controls.actions_applied,
+                "last_action": self.controls.last_action,
+                "swap_enabled": self.controls.swap_enabled,
+                "enhance_enabled": self.controls.enhance_enabled,
+                "debug": self.controls.debug,
+            },
+            "faces": {
+                "loaded": len(self.library.entries),
+                "names": [e.name for e in self.library.entries],
+                "problems": list(self.library.problems),
+            },
+            "attract": self.attract,
+            "snapshots_written": self.snapshots_written,
             "thread_restarts": self.thread_restarts,
         }
 
@@ -228,10 +260,15 @@ class KioskApp:
         actions = [(key, a) for key in keys for a in self.keyboard.actions([key])]
         if self.gamepad is not None:
             actions += [("", a) for a in self.gamepad.poll()]
+        entries = self.library.entries
         for key, action in actions:
-            applied = self.controls.apply(action, allow_quit=self._quit_allowed(key), snapshots_enabled=False)
+            applied = self.controls.apply(
+                action, allow_quit=self._quit_allowed(key), snapshots_enabled=self.cfg.snapshots.enabled
+            )
             if applied:
                 log.info("action %s", action)
+                if entries and (action in ("next_face", "prev_face") or action.startswith("pick_face_")):
+                    self.controls.selected_key = entries[self.controls.selected_face].key
         if self.controls.quit_requested:
             self.stop.set()
 
@@ -263,9 +300,12 @@ class KioskApp:
             self.capture.join(2.0)
             self.capture = self._new_capture()
             self.capture.start()
-        if (new.processing != old.processing or new.models != old.models) and not self._custom_processor:
+        processing_changed = new.processing != old.processing or new.models != old.models
+        if (processing_changed or new.faces != old.faces) and not self._custom_processor:
             log.info("processing settings changed: rebuilding the processing stage")
-            self._processor_factory = default_processor_factory(new)
+            if new.faces != old.faces or new.processing.source_face != old.processing.source_face:
+                self.library = make_library(new)
+            self._processor_factory = default_processor_factory(new, self.library, self.controls)
             self.inference.reconfigure(self._processor_factory)
         if new.display != old.display:
             self._display_changed = True
@@ -281,6 +321,76 @@ class KioskApp:
         except Exception as exc:  # gamepads are optional; the keyboard still works
             log.warning("gamepads disabled: %s", exc)
             return None
+
+    # -- booth state -------------------------------------------------------------------------
+    def _sync_library(self) -> None:
+        """Keep the selection on the same face when the library changes (photos added/removed)."""
+        lib = self.library
+        if lib.version == self._library_version:
+            return
+        self._library_version = lib.version
+        entries = lib.entries
+        c = self.controls
+        c.clamp(len(entries))
+        idx = lib.index_of(c.selected_key) if c.selected_key else None
+        if idx is None and entries:
+            idx = min(c.selected_face, len(entries) - 1)
+            c.selected_key = entries[idx].key
+        if idx is not None:
+            c.selected_face = idx
+        from kiosk.render.booth_ui import FaceThumb
+
+        self._thumbs = [FaceThumb(key=e.key, name=e.name, thumb_bgr=e.thumb_bgr) for e in entries]
+
+    def _update_attract(self, result: SwapResult | None, now: float) -> None:
+        if result is not None:
+            self._detection_known = result.faces_detected >= 0
+            if result.faces_detected > 0:
+                self._t_last_face = now
+        after = self.cfg.ui.attract_after_s
+        attract = bool(after) and self._detection_known and now - self._t_last_face > after
+        if attract != self.attract:
+            log.info("attract mode %s", "on" if attract else "off")
+            self.attract = attract
+
+    def booth_view(self, now: float) -> Any:
+        from kiosk.render.booth_ui import BoothView
+
+        ui = self.cfg.ui
+        n = len(self._thumbs)
+        return BoothView(
+            faces=self._thumbs,
+            selected=min(self.controls.selected_face, max(n - 1, 0)),
+            t_switched=self.controls.t_switched,
+            show_carousel=ui.carousel and not self.attract,
+            banner=ui.banner,
+            attract=self.attract,
+            attract_title=ui.attract_title,
+            attract_lines=list(ui.attract_lines),
+            attract_index=int(now / ui.attract_cycle_s) % n if n else 0,
+            swap_enabled=self.controls.swap_enabled,
+            warnings=[self._config_problem, *self.library.problems]
+            if self._config_problem
+            else list(self.library.problems),
+        )
+
+    def _take_snapshot(self, surface: Any) -> None:
+        self.controls.snapshot_requested = False
+        from kiosk.booth.snapshots import save_snapshot
+
+        snap = self.cfg.snapshots
+        try:
+            save_snapshot(
+                surface.read_rgb(), self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files
+            )
+            self.snapshots_written += 1
+        except OSError as exc:
+            log.error("snapshot not saved: %s", exc)
+
+    def selected_face_name(self) -> str:
+        entries = self.library.entries
+        i = self.controls.selected_face
+        return entries[i].name if 0 <= i < len(entries) else ""
 
     def run(self) -> int:
         from kiosk.render.renderer import OverlayState, Renderer
@@ -318,9 +428,15 @@ class KioskApp:
                     self._last_notice = result.notice
                     self._t_last_result = time.perf_counter()
                 now = time.perf_counter()
+                mono = time.monotonic()
+                self._sync_library()
+                self._update_attract(result, mono)
                 overlay = OverlayState(**self.overlay_texts(now))
+                booth = self.booth_view(mono)
                 size = surface.begin_frame()
-                renderer.draw(size, overlay)
+                renderer.draw(size, overlay, booth=booth, now=mono)
+                if self.controls.snapshot_requested:
+                    self._take_snapshot(surface)
                 surface.end_frame()
                 t_shown = time.perf_counter()
                 self.render_rate.tick(t_shown)
@@ -345,7 +461,7 @@ class KioskApp:
                         next_tick = time.perf_counter()
             if self.opts.screenshot is not None:
                 size = surface.begin_frame()
-                renderer.draw(size, overlay)
+                renderer.draw(size, overlay, booth=self.booth_view(time.monotonic()), now=time.monotonic())
                 save_png(self.opts.screenshot, surface.read_rgb())
         finally:
             self.shutdown()

@@ -31,6 +31,8 @@ class RateMeter:
         self._win_count += 1
         self._t_last = now
         elapsed = now - self._win_start
+        if self.count <= self._win_count and self.count >= 2 and elapsed > 0:
+            self.fps = (self.count - 1) / elapsed  # first window still filling: the rate so far
         if elapsed >= self.window_s:
             self.fps = self._win_count / elapsed
             self._win_start = now
