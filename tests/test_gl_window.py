@@ -7,8 +7,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,38 +17,15 @@ from kiosk.render.window import DisplayError, Window, open_surface
 
 pytestmark = pytest.mark.gl
 
-XVFB_SIZE = (640, 480)
-
-
-@pytest.fixture(scope="module")
-def xvfb() -> Iterator[str]:
-    """Start ``Xvfb :N`` on a free display number; yields ":N"."""
-    if shutil.which("Xvfb") is None:
-        pytest.skip("Xvfb not installed (apt-get install xvfb)")
-    number = next(n for n in range(90, 190) if not Path(f"/tmp/.X{n}-lock").exists())
-    display = f":{number}"
-    proc = subprocess.Popen(
-        ["Xvfb", display, "-screen", "0", f"{XVFB_SIZE[0]}x{XVFB_SIZE[1]}x24", "-nolisten", "tcp"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    socket = Path(f"/tmp/.X11-unix/X{number}")
-    deadline = time.monotonic() + 10
-    while not socket.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.skip(f"Xvfb {display} did not start")
-        time.sleep(0.05)
-    yield display
-    proc.terminate()
-    proc.wait(timeout=10)
+XVFB_SIZE = (1280, 720)  # the screen of the conftest xvfb_display server
 
 
 @pytest.fixture
-def on_xvfb(xvfb: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    monkeypatch.setenv("DISPLAY", xvfb)
+def on_xvfb(xvfb_display: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A private Xvfb (tests/conftest.py) as DISPLAY."""
+    monkeypatch.setenv("DISPLAY", xvfb_display)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    return xvfb
+    return xvfb_display
 
 
 def test_window_draws_and_reads_back(on_xvfb: str) -> None:
