@@ -26,17 +26,20 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.config import KioskConfig
+from kiosk.config import KioskConfig, ProcessingConfig
+from kiosk.inference.align import align_matrix
 from kiosk.inference.detector import FaceDetector, make_detector
 from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.enhancer import GfpganEnhancer
 from kiosk.inference.errors import ImageError, ModelError, NoFaceError
-from kiosk.inference.paste import PasteBack
-from kiosk.inference.sessions import CPU, PROVIDER_NAMES, create_session
+from kiosk.inference.kernels import warm_up as warm_up_kernels
+from kiosk.inference.paste import PasteBack, face_region
+from kiosk.inference.sessions import CPU, PROVIDER_NAMES, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.processing import PassThrough, Processor
-from kiosk.types import Face, FrameBGR, SwappedFace, SwapResult
+from kiosk.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
+from kiosk.types import Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ __all__ = [
     "PipelineProcessor",
     "StageTimes",
     "SwapPipeline",
+    "TrackingOptions",
     "build_processor",
     "model_paths",
     "open_detector",
@@ -95,16 +99,31 @@ def open_detector(cfg: KioskConfig) -> FaceDetector:
     """Only the configured detector (what ``kiosk detect`` needs)."""
     p = model_paths(cfg)["detector"]
     assert p is not None
-    session, used = create_session(p, cfg.models.providers, base_dir=cfg.base_dir)
+    prov = cfg.models.providers
+    session, used = create_session(p, prov, base_dir=cfg.base_dir)
     proc = cfg.processing
     return make_detector(
-        session, spec_for_file("detector", p), p, used, proc.det_size, proc.det_threshold, proc.max_faces
+        session,
+        spec_for_file("detector", p),
+        p,
+        used,
+        proc.det_size,
+        proc.det_threshold,
+        proc.max_faces,
+        iobinding=prov.iobinding,
+        device_id=prov.device_id,
     )
 
 
 @dataclass
 class StageTimes:
-    """Milliseconds spent per stage in the last :meth:`SwapPipeline.process` call (summed over faces)."""
+    """Milliseconds spent per stage in the last :meth:`SwapPipeline.process` call (summed over faces).
+
+    ``detect_ms`` includes the region detections and the tracker's update when tracking is on
+    (``track_ms`` is the tracker's own share). ``session_ms`` is the time spent inside ONNX Runtime
+    (``session.run``) over all models; ``total_ms`` the whole call, so ``total_ms - session_ms`` is
+    the pipeline's own overhead. ``full_detection``: the full frame was searched this frame.
+    """
 
     detect_ms: float = 0.0
     align_ms: float = 0.0
@@ -113,6 +132,36 @@ class StageTimes:
     paste_ms: float = 0.0
     faces: int = 0
     extra: dict[str, float] = field(default_factory=dict)
+    track_ms: float = 0.0
+    session_ms: float = 0.0
+    total_ms: float = 0.0
+    full_detection: bool = True
+
+
+@dataclass(frozen=True)
+class TrackingOptions:
+    """How :class:`SwapPipeline` follows faces between frames (``processing.*`` in the config)."""
+
+    detect_every: int = 5
+    roi_det_size: int = 192
+    min_cutoff: float = 0.5
+    beta: float = 0.07
+    hold_frames: int = 5
+
+    @classmethod
+    def from_config(cls, proc: ProcessingConfig) -> TrackingOptions:
+        return cls(
+            detect_every=proc.detect_every,
+            roi_det_size=proc.roi_det_size,
+            min_cutoff=proc.smoothing_min_cutoff,
+            beta=proc.smoothing_beta,
+            hold_frames=proc.hold_frames,
+        )
+
+
+#: Crop buffers per face in flight: a returned crop stays valid for this many calls minus one
+#: (the processing triple buffer holds at most three results).
+CROP_RING = 4
 
 
 @dataclass
@@ -135,6 +184,8 @@ class SwapPipeline:
         enhance: bool = False,
         enhance_blend: float = 1.0,
         gpu_requested: str | None = None,
+        tracking: TrackingOptions | None = None,
+        face_policy: Policy = "all",
     ) -> None:
         self.detector = detector
         self.embedder = embedder
@@ -144,8 +195,18 @@ class SwapPipeline:
         self.enhance = bool(enhance and enhancer is not None)
         self.enhance_blend = float(enhance_blend)
         self.gpu_requested = gpu_requested
+        self.face_policy: Policy = face_policy
         self.times = StageTimes()
         self._paste = PasteBack()
+        self.tracker: FaceTracker | None = None
+        self._roi_detector: FaceDetector | None = None
+        self._frame_idx = 0
+        self._chosen_ids: list[int] = []
+        self._crop_ring: list[dict[tuple[int, int], FrameBGR]] = [{} for _ in range(CROP_RING)]
+        self._ring_pos = 0
+        self._scratch: FrameBGR = np.zeros((1, 1, 3), np.uint8)
+        if tracking is not None:
+            self.set_tracking(tracking)
         self._latent: NDArray[np.float32] | None = None
         self._source_key: str | None = None
         self._latents: dict[str, NDArray[np.float32]] = {}
@@ -162,24 +223,25 @@ class SwapPipeline:
         base = cfg.base_dir
         proc = cfg.processing
 
-        def open_role(role: Role) -> tuple[object, str, Path]:
+        def open_role(role: Role, cuda_graph: bool = False) -> tuple[object, str, Path]:
             p = paths[role]
             assert p is not None
-            session, used = create_session(p, prov_cfg, base_dir=base)
+            session, used = create_session(p, prov_cfg, base_dir=base, cuda_graph=cuda_graph)
             return session, used, p
 
+        iob, dev = prov_cfg.iobinding, prov_cfg.device_id
         detector = open_detector(cfg)
         s, used, p = open_role("embedder")
-        embedder = ArcFaceEmbedder(s, spec_for_file("embedder", p), p, used)
-        s, used, p = open_role("swapper")
-        swapper = InSwapper(s, spec_for_file("swapper", p), p, used)
+        embedder = ArcFaceEmbedder(s, spec_for_file("embedder", p), p, used, iobinding=iob, device_id=dev)
+        s, used, p = open_role("swapper", cuda_graph=True)  # the one fixed-shape model per frame
+        swapper = InSwapper(s, spec_for_file("swapper", p), p, used, iobinding=iob, device_id=dev)
         enhancer = None
         if use_enh and paths["enhancer"] is not None:
             s, used, p = open_role("enhancer")
-            enhancer = GfpganEnhancer(s, spec_for_file("enhancer", p), p, used)
+            enhancer = GfpganEnhancer(s, spec_for_file("enhancer", p), p, used, iobinding=iob, device_id=dev)
         first = prov_cfg.order[0]
         gpu = PROVIDER_NAMES[first] if first != "cpu" else None
-        return cls(
+        pipe = cls(
             detector,
             embedder,
             swapper,
@@ -188,7 +250,83 @@ class SwapPipeline:
             enhance=use_enh,
             enhance_blend=proc.enhance_blend,
             gpu_requested=gpu,
+            tracking=TrackingOptions.from_config(proc) if proc.tracking else None,
+            face_policy=proc.face_policy,
         )
+        if prov_cfg.warmup:
+            pipe.warm_up()
+        return pipe
+
+    # -- tracking and warm-up --------------------------------------------------------------------
+    def set_tracking(self, options: TrackingOptions | None) -> None:
+        """Follow faces across frames with ``options`` (``None``: detect every frame, no smoothing).
+
+        Tracked faces are detected in a small region around each face on every frame (the same
+        model at ``roi_det_size``, at the full-frame scale), the whole frame is searched every
+        ``detect_every`` frames or when a face is lost, the five keypoints are One-Euro smoothed
+        before alignment, and a face whose detection is missed stays swapped (held where it was)
+        for ``hold_frames`` frames."""
+        if options is None:
+            self.tracker = None
+            self._roi_detector = None
+            return
+        self.tracker = FaceTracker(
+            min_cutoff=options.min_cutoff,
+            beta=options.beta,
+            max_missed=options.hold_frames,
+            detect_every=options.detect_every,
+        )
+        roi = self.detector.resized(options.roi_det_size)
+        # A fixed-size export cannot run at another size; then regions go through the full model.
+        self._roi_detector = None if roi.det_size != options.roi_det_size else roi
+        self._frame_idx = 0
+        self._chosen_ids = []
+
+    def reset_tracking(self) -> None:
+        """Forget the tracked faces (a new scene: the source changed or restarted)."""
+        if self.tracker is not None:
+            self.tracker.reset()
+        self._frame_idx = 0
+        self._chosen_ids = []
+
+    def warm_up(self) -> dict[str, float]:
+        """Run every model once on zeros (and compile the pixel kernels), so the first real frame
+        does not pay for engine builds, algorithm searches or JIT compilation. Returns and logs the
+        milliseconds per model."""
+        t0 = time.perf_counter()
+        warm_up_kernels()
+        out = {"kernels": (time.perf_counter() - t0) * 1e3}
+        for name, det in (("detector", self.detector), ("detector_roi", self._roi_detector)):
+            if det is not None:
+                zeros = np.zeros((det.det_size, det.det_size, 3), np.uint8)
+                a = time.perf_counter()
+                det.detect(zeros)
+                det.detect(zeros)
+                out[name] = (time.perf_counter() - a) * 1e3
+        out["embedder"] = self.embedder.warm_up()
+        out["swapper"] = self.swapper.warm_up()
+        if self.enhancer is not None:
+            out["enhancer"] = self.enhancer.warm_up()
+        a = time.perf_counter()
+        frame = np.zeros((256, 256, 3), np.uint8)
+        self._paste.paste(frame, np.zeros((128, 128, 3), np.uint8), np.eye(2, 3) * 0.5)
+        out["paste"] = (time.perf_counter() - a) * 1e3
+        log.info(
+            "models warmed up in %.0f ms (%s)",
+            (time.perf_counter() - t0) * 1e3,
+            ", ".join(f"{k} {v:.0f} ms" for k, v in out.items()),
+        )
+        return out
+
+    @property
+    def runners(self) -> list[SessionRunner]:
+        """Every model's session runner (for the time spent inside ONNX Runtime)."""
+        out = [self.detector.runner, self.embedder.runner, self.swapper.runner]
+        if self._roi_detector is not None:
+            out.append(self._roi_detector.runner)
+        if self.enhancer is not None:
+            out.append(self.enhancer.runner)
+        return out
 
     @property
     def provider(self) -> str:
@@ -272,42 +410,144 @@ class SwapPipeline:
         self.process_into(frame_bgr, out)
         return out
 
-    def process_into(self, frame_bgr: FrameBGR, out_bgr: FrameBGR) -> list[SwappedFace]:
-        """Composite into the preallocated ``out_bgr`` (same shape as ``frame_bgr``); return the swapped
-        faces (crop, frame→crop affine, detection) for a GPU compositor."""
+    def process_into(
+        self,
+        frame_bgr: FrameBGR,
+        out_bgr: FrameBGR | None,
+        *,
+        paste: bool = True,
+        t: float | None = None,
+        reuse: list[SwappedFace] | None = None,
+    ) -> list[SwappedFace]:
+        """Swap the faces of ``frame_bgr``; return them as (crop, frame→crop affine, face) records.
+
+        ``paste=True``: also composite into the preallocated ``out_bgr`` (same shape as the frame)
+        on the CPU. ``paste=False``: ``out_bgr`` is not touched (may be ``None``) and the frame is
+        neither copied nor pasted into: a GPU compositor draws the crops over the camera frame.
+
+        ``t``: the frame's time in seconds (for the tracker's smoothing; default: now).
+        ``reuse``: the faces this result replaces (e.g. the triple-buffer slot's previous faces):
+        their crop arrays are written again instead of the pipeline's own ring of crop buffers.
+        Without it a returned crop stays valid for the next ``CROP_RING - 1`` calls.
+        """
         if self._latent is None:
             raise RuntimeError("no source face: call set_source(face_bgr) first")
-        if out_bgr.shape != frame_bgr.shape:
-            raise ValueError(f"out has shape {out_bgr.shape}, frame has {frame_bgr.shape}")
-        t = StageTimes()
+        if paste and (out_bgr is None or out_bgr.shape != frame_bgr.shape):
+            shape = None if out_bgr is None else out_bgr.shape
+            raise ValueError(f"out has shape {shape}, frame has {frame_bgr.shape}")
+        times = StageTimes()
+        session_before = sum(r.run_ms for r in self.runners)
         t0 = time.perf_counter()
-        faces = self.detector.detect(frame_bgr)[: self.max_faces]
+        faces = self._find_faces(frame_bgr, t0 if t is None else t, times)
         t1 = time.perf_counter()
-        t.detect_ms = (t1 - t0) * 1e3
-        np.copyto(out_bgr, frame_bgr)
+        times.detect_ms = (t1 - t0) * 1e3
+        if paste:
+            assert out_bgr is not None
+            np.copyto(out_bgr, frame_bgr)
+        self._ring_pos = (self._ring_pos + 1) % CROP_RING
+        spare = None if reuse is None else [sf.crop_bgr for sf in reuse]
         result: list[SwappedFace] = []
-        for face in faces:
+        for i, face in enumerate(faces):
             a = time.perf_counter()
             affine = self.swapper.align(frame_bgr, face.kps)
             b = time.perf_counter()
-            crop = self.swapper.to_bgr(self.swapper.infer(self._latent))
+            crop = self.swapper.to_bgr(self.swapper.infer(self._latent), self._crop_buffer(i, 128, spare))
             c = time.perf_counter()
-            self._paste.paste(out_bgr, crop, affine)
-            d = time.perf_counter()
-            t.align_ms += (b - a) * 1e3
-            t.swap_ms += (c - b) * 1e3
-            t.paste_ms += (d - c) * 1e3
-            if self.enhance and self.enhancer is not None:
-                crop, affine = self.enhancer.enhance(out_bgr, face.kps, self.enhance_blend)
-                e = time.perf_counter()
+            if paste:
+                assert out_bgr is not None
                 self._paste.paste(out_bgr, crop, affine)
+            d = time.perf_counter()
+            times.align_ms += (b - a) * 1e3
+            times.swap_ms += (c - b) * 1e3
+            times.paste_ms += (d - c) * 1e3
+            if self.enhance and self.enhancer is not None:
+                # The enhancer restores the swapped face: it reads the composited frame (CPU) or,
+                # without paste-back, the swapped crop pasted into a face-sized scratch frame.
+                source = (
+                    out_bgr
+                    if paste and out_bgr is not None
+                    else self._paste_scratch(frame_bgr, crop, affine, face.kps)
+                )
+                size = self.enhancer.size_px
+                crop, affine = self.enhancer.enhance(
+                    source, face.kps, self.enhance_blend, out=self._crop_buffer(i, size, spare)
+                )
+                e = time.perf_counter()
+                if paste:
+                    assert out_bgr is not None
+                    self._paste.paste(out_bgr, crop, affine)
                 f = time.perf_counter()
-                t.enhance_ms += (e - d) * 1e3
-                t.paste_ms += (f - e) * 1e3
+                times.enhance_ms += (e - d) * 1e3
+                times.paste_ms += (f - e) * 1e3
             result.append(SwappedFace(crop_bgr=crop, affine=affine, face=face))
-        t.faces = len(faces)
-        self.times = t
+        times.faces = len(faces)
+        times.total_ms = (time.perf_counter() - t0) * 1e3
+        times.session_ms = sum(r.run_ms for r in self.runners) - session_before
+        self.times = times
         return result
+
+    def _find_faces(self, frame_bgr: FrameBGR, t: float, times: StageTimes) -> list[Face]:
+        """This frame's faces to swap: detected (and tracked and smoothed), chosen by the policy."""
+        if self.tracker is None:
+            faces = self.detector.detect(frame_bgr)
+            if self.face_policy != "all" and len(faces) > 1:
+                pseudo = [Track(i, f, f, 1, 0, 1) for i, f in enumerate(faces)]
+                faces = [tr.face for tr in select_faces(pseudo, self.face_policy, frame_bgr.shape, 1)]
+            return faces[: self.max_faces]
+        roi_det = self._roi_detector
+        roi = roi_geometry(frame_bgr.shape, self.detector.det_size, roi_det.det_size) if roi_det else None
+        before = sum(r.run_ms for r in self.runners)
+        a = time.perf_counter()
+        times.full_detection = self._frame_idx % self.tracker.detect_every == 0 or not self.tracker.tracks
+        tracks = detect_and_track(
+            self.tracker,
+            frame_bgr,
+            self._frame_idx,
+            t,
+            self.detector.detect,
+            roi_det.detect if roi_det is not None else None,
+            roi,
+        )
+        self._frame_idx += 1
+        chosen = select_faces(tracks, self.face_policy, frame_bgr.shape, self.max_faces, self._chosen_ids)
+        self._chosen_ids = [tr.id for tr in chosen]
+        # The tracker's own time: the detection call minus the time the detectors spent.
+        times.track_ms = (time.perf_counter() - a) * 1e3 - (sum(r.run_ms for r in self.runners) - before)
+        return [tr.face for tr in chosen]
+
+    def _crop_buffer(self, index: int, size_px: int, spare: list[FrameBGR] | None) -> FrameBGR:
+        """A (size_px, size_px, 3) buffer for face ``index``'s crop. With ``spare`` (the replaced
+        result's crops): one of them that fits, else a new array (the caller's slot then owns it);
+        without: this call's slot of the pipeline's ring."""
+        if spare is not None:
+            for j, buf in enumerate(spare):
+                if buf.shape == (size_px, size_px, 3) and buf.flags.writeable and buf.flags.c_contiguous:
+                    return spare.pop(j)
+            return np.zeros((size_px, size_px, 3), np.uint8)
+        ring = self._crop_ring[self._ring_pos]
+        found = ring.get((index, size_px))
+        if found is None:
+            found = np.zeros((size_px, size_px, 3), np.uint8)
+            ring[(index, size_px)] = found
+        return found
+
+    def _paste_scratch(
+        self, frame_bgr: FrameBGR, crop: FrameBGR, affine: NDArray[np.float64], kps: Landmarks5
+    ) -> FrameBGR:
+        """The frame with ``crop`` pasted, for the enhancer when nothing is pasted into an output
+        (the GPU composites). Only the enhancer's region is copied into the reused scratch frame."""
+        if self._scratch.shape != frame_bgr.shape:
+            self._scratch = np.empty_like(frame_bgr)
+        scratch = self._scratch
+        assert self.enhancer is not None
+        size = self.enhancer.size_px
+        m = align_matrix(kps, self.enhancer.spec.template or "ffhq_512", size)
+        box = face_region(m, size, frame_bgr.shape[:2])
+        if box is not None:
+            x0, y0, x1, y1 = box
+            scratch[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
+        self._paste.paste(scratch, crop, affine)
+        return scratch
 
 
 def _box_area(face: Face) -> float:

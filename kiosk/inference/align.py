@@ -57,32 +57,28 @@ def template_for(name: str, size_px: int) -> NDArray[np.float32]:
 
 
 def estimate_similarity(src: NDArray[np.floating], dst: NDArray[np.floating]) -> Affine2x3:
-    """2x3 similarity matrix M (float64) minimising ||M·src − dst||² (Umeyama, with scale)."""
-    src = np.asarray(src, dtype=np.float64)
-    dst = np.asarray(dst, dtype=np.float64)
-    n = src.shape[0]
+    """2x3 similarity matrix M (float64) minimising ||M·src − dst||² (Umeyama, with scale).
+
+    In two dimensions Umeyama's rotation + uniform scale has a closed form: with centred points
+    ``p = (x, y)`` and ``q = (u, v)``, ``M = [[a, −b], [b, a]]`` where ``a = Σ(xu + yv) / Σ|p|²`` and
+    ``b = Σ(xv − yu) / Σ|p|²``: the same optimum as the SVD route (a proper rotation, reflections
+    excluded), without an SVD per face per frame.
+    """
+    src = np.asarray(src, dtype=np.float64).reshape(-1, 2)
+    dst = np.asarray(dst, dtype=np.float64).reshape(-1, 2)
     src_mean = src.mean(axis=0)
     dst_mean = dst.mean(axis=0)
-    src_c = src - src_mean
-    dst_c = dst - dst_mean
-    cov = dst_c.T @ src_c / n
-    d = np.ones(2)
-    if np.linalg.det(cov) < 0:
-        d[1] = -1.0
-    u, s, vt = np.linalg.svd(cov)
-    rank = np.linalg.matrix_rank(cov)
-    if rank == 0:
+    p = src - src_mean
+    q = dst - dst_mean
+    norm = float(np.einsum("ij,ij->", p, p))
+    if norm <= 1e-12 * max(1.0, float(np.abs(src).max(initial=0.0)) ** 2):
         raise ValueError("degenerate landmarks: all points coincide")
-    if rank == 1:
-        flip = np.linalg.det(u) * np.linalg.det(vt) <= 0
-        r = u @ np.diag([1.0, -1.0]) @ vt if flip else u @ vt
-    else:
-        r = u @ np.diag(d) @ vt
-    var_src = src_c.var(axis=0).sum()
-    scale = (s @ d) / var_src
+    a = float(np.einsum("ij,ij->", p, q)) / norm
+    b = float(p[:, 0] @ q[:, 1] - p[:, 1] @ q[:, 0]) / norm
     m = np.empty((2, 3), dtype=np.float64)
-    m[:, :2] = scale * r
-    m[:, 2] = dst_mean - scale * (r @ src_mean)
+    m[0, 0], m[0, 1], m[1, 0], m[1, 1] = a, -b, b, a
+    m[0, 2] = dst_mean[0] - (a * src_mean[0] - b * src_mean[1])
+    m[1, 2] = dst_mean[1] - (b * src_mean[0] + a * src_mean[1])
     return m
 
 

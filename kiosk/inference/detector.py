@@ -1,7 +1,8 @@
 """Face detectors: SCRFD (insightface ``det_10g``/``det_2.5g``/``det_500m``) and YuNet.
 
-Both letterbox the frame at the top-left of a square ``det_size`` input (reusing one buffer), run
-the session once, decode only the candidates above the threshold with cached anchor grids, apply
+Both letterbox the frame at the top-left of a square ``det_size`` input (resize into a reused
+buffer, then one fused pass to normalised planar float), run the session once (IOBinding into
+preallocated outputs), decode only the candidates above the threshold with cached anchor grids, apply
 NMS and keep at most ``max_faces``. Results are :class:`~kiosk.types.Face` records in frame pixels.
 The SCRFD path reproduces insightface 2.1's ``SCRFD.detect`` (same letterbox, decode, NMS, order).
 """
@@ -16,6 +17,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.inference.errors import ImageError
+from kiosk.inference.kernels import hwc_to_planar
+from kiosk.inference.sessions import SessionRunner
 from kiosk.inference.specs import ModelSpec, check_signature
 from kiosk.types import Face, FrameBGR
 
@@ -53,10 +56,14 @@ class FaceDetector:
         threshold: float = 0.5,
         max_faces: int = 0,
         nms_iou: float = 0.4,
+        *,
+        iobinding: bool = True,
+        device_id: int = 0,
     ) -> None:
         check_signature(spec, session, path)
         self.session = session
         self.spec = spec
+        self.path = Path(path)
         self.provider = provider
         self.threshold = float(threshold)
         self.max_faces = int(max_faces)
@@ -64,19 +71,44 @@ class FaceDetector:
         inp = session.get_inputs()[0]
         self.input_name = inp.name
         fixed = [d for d in inp.shape[2:4] if isinstance(d, int)]
+        self.fixed_size = len(fixed) == 2
         if len(fixed) == 2 and (fixed[0] != det_size or fixed[1] != det_size):
             if fixed[0] != fixed[1]:
                 raise ImageError(f"{path}: detectors with a non-square fixed input are not supported")
             det_size = fixed[0]  # a fixed-size export decides its own input size
         self.det_size = int(det_size)
         self.output_names = [o.name for o in session.get_outputs()]
-        self._canvas = np.zeros((self.det_size, self.det_size, 3), np.uint8)
+        self.runner = SessionRunner(
+            session, provider, iobinding=iobinding, device_id=device_id, output_names=self.output_names
+        )
         self._blob = np.zeros((1, 3, self.det_size, self.det_size), np.float32)
+        self._resized = np.zeros((1, 1, 3), np.uint8)
+        self._letterbox_key: tuple[int, int] | None = None
         self._anchor_cache: dict[tuple[int, int, int], NDArray[np.float32]] = {}
+
+    def resized(self, det_size: int) -> FaceDetector:
+        """The same model (same session) at another input size, returning every face it finds (no
+        ``max_faces``): what tracking runs on the small region around a face."""
+        return type(self)(
+            self.session,
+            self.spec,
+            self.path,
+            self.provider,
+            det_size=det_size,
+            threshold=self.threshold,
+            max_faces=0,
+            nms_iou=self.nms_iou,
+            iobinding=self.runner.iobinding,
+            device_id=self.runner.device_id,
+        )
 
     # -- preprocessing ---------------------------------------------------------------------------
     def _letterbox(self, frame_bgr: FrameBGR) -> float:
-        """Resize ``frame_bgr`` into the top-left of the reused canvas; return the scale used."""
+        """Resize ``frame_bgr`` into the top-left of the reused input blob; return the scale used.
+
+        The frame is resized into a reused buffer, then converted to normalised planar float in one
+        fused pass (:func:`~kiosk.inference.kernels.hwc_to_planar`). The padding is the normalised
+        value of black, written once per frame size (the image never overwrites it)."""
         if frame_bgr is None or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3 or frame_bgr.size == 0:
             shape = None if frame_bgr is None else frame_bgr.shape
             raise ImageError(f"expected a BGR image of shape (H, W, 3), got {shape}")
@@ -88,18 +120,17 @@ class FaceDetector:
         else:
             new_w, new_h = size, int(size * im_ratio)
         new_w, new_h = max(new_w, 1), max(new_h, 1)
-        canvas = self._canvas
-        canvas[new_h:, :] = 0
-        canvas[:new_h, new_w:] = 0
-        canvas[:new_h, :new_w] = cv2.resize(frame_bgr, (new_w, new_h))
-        blob = self._blob[0]
         spec = self.spec
-        chw = canvas.transpose(2, 0, 1)
-        np.copyto(blob, chw[::-1] if spec.colour == "RGB" else chw, casting="unsafe")
-        if spec.mean:
-            blob -= np.float32(spec.mean)
-        if spec.std != 1.0:
-            blob *= np.float32(1.0 / spec.std)
+        if self._letterbox_key != (h, w):
+            self._letterbox_key = (h, w)
+            self._resized = np.zeros((new_h, new_w, 3), np.uint8)
+            self._blob.fill(np.float32((0.0 - spec.mean) * np.float32(1.0 / spec.std)))
+        if (new_h, new_w) == (h, w):
+            resized = frame_bgr  # already the input size (a region crop): no resize, no copy
+        else:
+            resized = self._resized
+            cv2.resize(frame_bgr, (new_w, new_h), dst=resized)
+        hwc_to_planar(resized, self._blob[0], rgb=spec.colour == "RGB", mean=spec.mean, std=spec.std)
         return new_h / h
 
     def _anchors(self, rows: int, cols: int, stride: int, per_cell: int) -> NDArray[np.float32]:
@@ -116,7 +147,7 @@ class FaceDetector:
     def detect(self, frame_bgr: FrameBGR) -> list[Face]:
         """Faces in ``frame_bgr`` (frame pixels), best first."""
         scale = self._letterbox(frame_bgr)
-        outs = self.session.run(self.output_names, {self.input_name: self._blob})
+        outs = self.runner.run({self.input_name: self._blob})
         scores, boxes, kps = self._decode(outs)
         if scores.size == 0:
             return []
@@ -215,7 +246,20 @@ def make_detector(
     det_size: int = 640,
     threshold: float = 0.5,
     max_faces: int = 0,
+    *,
+    iobinding: bool = True,
+    device_id: int = 0,
 ) -> FaceDetector:
     """The detector class for ``spec.family``."""
     cls = YunetDetector if spec.family == "yunet" else ScrfdDetector
-    return cls(session, spec, path, provider, det_size=det_size, threshold=threshold, max_faces=max_faces)
+    return cls(
+        session,
+        spec,
+        path,
+        provider,
+        det_size=det_size,
+        threshold=threshold,
+        max_faces=max_faces,
+        iobinding=iobinding,
+        device_id=device_id,
+    )

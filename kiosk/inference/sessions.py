@@ -9,12 +9,16 @@ debug overlay can show it).
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnxruntime as ort
+from numpy.typing import NDArray
 
 from kiosk.config import ProvidersConfig
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
@@ -30,24 +34,42 @@ PROVIDER_NAMES = {
 CPU = PROVIDER_NAMES["cpu"]
 
 
-def provider_options(name: str, cfg: ProvidersConfig, base_dir: Path | None = None) -> dict[str, Any]:
-    """ONNX Runtime options for config provider ``name`` ("tensorrt", "cuda", "cpu")."""
+def provider_options(
+    name: str, cfg: ProvidersConfig, base_dir: Path | None = None, cuda_graph: bool = False
+) -> dict[str, Any]:
+    """ONNX Runtime options for config provider ``name`` ("tensorrt", "cuda", "cpu").
+
+    ``cuda_graph``: this session has fixed shapes and is run through IOBinding with fixed device
+    buffers (the swapper), so it may be captured once in a CUDA graph and replayed; honoured only
+    when ``cfg.cuda_graph`` and ``cfg.iobinding`` are both on.
+    """
+    graph = bool(cuda_graph and cfg.cuda_graph and cfg.iobinding)
     if name == "tensorrt":
         cache = Path(cfg.trt_cache_dir).expanduser()
         if not cache.is_absolute() and base_dir is not None:
             cache = base_dir / cache
-        return {
+        opts: dict[str, Any] = {
             "device_id": cfg.device_id,
             "trt_engine_cache_enable": True,
             "trt_engine_cache_path": str(cache),
+            "trt_timing_cache_enable": True,
+            "trt_timing_cache_path": str(cache),
             "trt_fp16_enable": cfg.trt_fp16,
         }
+        if graph:
+            opts["trt_cuda_graph_enable"] = True
+        return opts
     if name == "cuda":
-        return {"device_id": cfg.device_id, "cudnn_conv_algo_search": cfg.cudnn_conv_algo_search}
+        opts = {"device_id": cfg.device_id, "cudnn_conv_algo_search": cfg.cudnn_conv_algo_search}
+        if graph:
+            opts["enable_cuda_graph"] = "1"
+        return opts
     return {}
 
 
-def _requested(cfg: ProvidersConfig, base_dir: Path | None) -> list[tuple[str, dict[str, Any]]]:
+def _requested(
+    cfg: ProvidersConfig, base_dir: Path | None, cuda_graph: bool = False
+) -> list[tuple[str, dict[str, Any]]]:
     """Providers from config that this onnxruntime build has, CPU always last as the safety net."""
     available = set(ort.get_available_providers())
     out: list[tuple[str, dict[str, Any]]] = []
@@ -62,7 +84,7 @@ def _requested(cfg: ProvidersConfig, base_dir: Path | None) -> list[tuple[str, d
                 name,
             )
             continue
-        out.append((name, provider_options(short, cfg, base_dir)))
+        out.append((name, provider_options(short, cfg, base_dir, cuda_graph)))
     out.append((CPU, {}))
     return out
 
@@ -80,16 +102,20 @@ def _session_options(cfg: ProvidersConfig) -> ort.SessionOptions:
 
 
 def create_session(
-    path: str | Path, providers_cfg: ProvidersConfig, base_dir: Path | None = None
+    path: str | Path,
+    providers_cfg: ProvidersConfig,
+    base_dir: Path | None = None,
+    cuda_graph: bool = False,
 ) -> tuple[ort.InferenceSession, str]:
     """Open ``path`` with the configured providers. Returns the session and the provider it really
     uses. A requested GPU provider that cannot run falls back to CPU with a loud WARNING.
+    ``cuda_graph``: see :func:`provider_options` (only for fixed-shape models).
 
     Raises :class:`ModelMissingError` / :class:`ModelCorruptError` with a one-line message."""
     p = Path(path)
     if not p.is_file():
         raise ModelMissingError(f"{p}: model file not found — run: kiosk models fetch")
-    requested = _requested(providers_cfg, base_dir)
+    requested = _requested(providers_cfg, base_dir, cuda_graph)
     so = _session_options(providers_cfg)
     try:
         session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
@@ -175,3 +201,128 @@ def probe_providers(providers_cfg: ProvidersConfig) -> dict[str, str | None]:
             opts = {"device_id": providers_cfg.device_id}
         out[name] = _probe_one(name, tuple(sorted(opts.items())))
     return out
+
+
+# -- running a session -----------------------------------------------------------------------------
+_DEVICE_OF = {"CUDAExecutionProvider": "cuda", "TensorrtExecutionProvider": "cuda"}
+
+
+@dataclass
+class _Bound:
+    """One IOBinding with the arrays (host) or device values its inputs and outputs live in."""
+
+    key: tuple[tuple[str, int, tuple[int, ...], Any], ...]
+    binding: Any
+    feeds: tuple[NDArray[Any], ...]
+    device_inputs: tuple[Any, ...]
+    outputs: list[NDArray[Any]]
+    device_outputs: tuple[Any, ...]
+
+
+class SessionRunner:
+    """Runs one ONNX Runtime session, plainly or through IOBinding, and times what it spends inside.
+
+    Plain: ``session.run`` (ONNX Runtime allocates new output arrays every call).
+
+    IOBinding on the CPU: the caller's preallocated input arrays are bound once (zero-copy; the
+    caller refills them in place between runs) and the outputs are written straight into arrays
+    preallocated here and returned again on every run: nothing is allocated per frame. The first
+    run for a new set of input shapes runs plainly to learn the output shapes.
+
+    IOBinding on a GPU (CUDA/TensorRT): inputs and outputs live in fixed device buffers; each run
+    copies the inputs in place (``update_inplace``), runs, and copies the outputs into the same host
+    arrays. Fixed addresses are what a CUDA graph needs (``cuda_graph``: captured on the first
+    bound run, replayed after).
+
+    ``run_ms`` accumulates the wall time inside ONNX Runtime (for ``kiosk bench``'s share of time
+    in ``session.run``); ``runs`` counts calls. Outputs are valid until the next call.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        provider: str = CPU,
+        *,
+        iobinding: bool = False,
+        device_id: int = 0,
+        output_names: Sequence[str] | None = None,
+    ) -> None:
+        self.session = session
+        self.provider = provider
+        self.output_names = list(output_names or [o.name for o in session.get_outputs()])
+        self.device = _DEVICE_OF.get(provider, "cpu")
+        self.device_id = int(device_id)
+        self.iobinding = bool(iobinding) and hasattr(session, "io_binding")
+        self.run_ms = 0.0
+        self.runs = 0
+        self._bound: _Bound | None = None
+        self._out_cache: dict[tuple[tuple[int, ...], ...], list[NDArray[Any]]] = {}
+
+    def run(self, feeds: Mapping[str, NDArray[Any]]) -> list[NDArray[Any]]:
+        """The outputs, in ``output_names`` order."""
+        t0 = time.perf_counter()
+        try:
+            if not self.iobinding:
+                return list(self.session.run(self.output_names, dict(feeds)))
+            return self._run_bound(feeds)
+        finally:
+            self.run_ms += (time.perf_counter() - t0) * 1e3
+            self.runs += 1
+
+    def _run_bound(self, feeds: Mapping[str, NDArray[Any]]) -> list[NDArray[Any]]:
+        key = tuple((k, id(v), v.shape, v.dtype) for k, v in feeds.items())
+        bound = self._bound
+        if bound is None or bound.key != key:
+            if not all(v.flags.c_contiguous for v in feeds.values()):
+                return list(self.session.run(self.output_names, dict(feeds)))
+            bound = self._bind(feeds, key)
+            if bound is None:  # first run for these shapes: a plain run told us the output shapes
+                return [o.copy() for o in self._out_cache[tuple(k[2] for k in key)]]
+        if self.device != "cpu":
+            for value, arr in zip(bound.device_inputs, bound.feeds, strict=True):
+                value.update_inplace(arr)
+        self.session.run_with_iobinding(bound.binding)
+        if self.device != "cpu":
+            for value, host in zip(bound.device_outputs, bound.outputs, strict=True):
+                np.copyto(host, value.numpy())
+        return bound.outputs
+
+    def _bind(
+        self, feeds: Mapping[str, NDArray[Any]], key: tuple[tuple[str, int, tuple[int, ...], Any], ...]
+    ) -> _Bound | None:
+        shapes = tuple(k[2] for k in key)
+        outputs = self._out_cache.get(shapes)
+        first = outputs is None
+        if outputs is None:
+            outputs = [np.ascontiguousarray(o) for o in self.session.run(self.output_names, dict(feeds))]
+            self._out_cache[shapes] = outputs
+        binding = self.session.io_binding()
+        device_inputs: list[Any] = []
+        device_outputs: list[Any] = []
+        for name, arr in feeds.items():
+            if self.device == "cpu":
+                binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(arr))
+            else:
+                value = ort.OrtValue.ortvalue_from_numpy(arr, self.device, self.device_id)
+                device_inputs.append(value)
+                binding.bind_ortvalue_input(name, value)
+        for name, arr in zip(self.output_names, outputs, strict=True):
+            if self.device == "cpu":
+                binding.bind_ortvalue_output(name, ort.OrtValue.ortvalue_from_numpy(arr))
+            else:
+                value = ort.OrtValue.ortvalue_from_shape_and_type(
+                    arr.shape, arr.dtype, self.device, self.device_id
+                )
+                device_outputs.append(value)
+                binding.bind_ortvalue_output(name, value)
+        self._bound = _Bound(
+            key, binding, tuple(feeds.values()), tuple(device_inputs), outputs, tuple(device_outputs)
+        )
+        return None if first else self._bound
+
+    def warm_up(self, feeds: Mapping[str, NDArray[Any]]) -> float:
+        """Run twice on ``feeds`` (plain, then bound); return the milliseconds it took."""
+        t0 = time.perf_counter()
+        self.run(feeds)
+        self.run(feeds)
+        return (time.perf_counter() - t0) * 1e3

@@ -16,6 +16,8 @@ from onnx import numpy_helper
 
 from kiosk.inference.align import align_matrix, warp_crop
 from kiosk.inference.errors import ModelCorruptError, ModelSignatureError
+from kiosk.inference.kernels import hwc_to_planar, planar_to_bgr
+from kiosk.inference.sessions import SessionRunner
 from kiosk.inference.specs import ModelSpec, check_signature
 from kiosk.types import Affine2x3, Embedding, FrameBGR, Landmarks5
 
@@ -43,7 +45,16 @@ def load_emap(path: str | Path) -> NDArray[np.float32]:
 class InSwapper:
     """``swap(frame_bgr, kps, latent)`` → (128x128 BGR crop, frame→crop 2x3 matrix)."""
 
-    def __init__(self, session: Any, spec: ModelSpec, path: str | Path, provider: str) -> None:
+    def __init__(
+        self,
+        session: Any,
+        spec: ModelSpec,
+        path: str | Path,
+        provider: str,
+        *,
+        iobinding: bool = True,
+        device_id: int = 0,
+    ) -> None:
         check_signature(spec, session, path)
         self.session = session
         self.spec = spec
@@ -52,10 +63,16 @@ class InSwapper:
         inputs = session.get_inputs()
         self.target_name, self.source_name = inputs[0].name, inputs[1].name
         self.output_name = session.get_outputs()[0].name
+        self.runner = SessionRunner(
+            session, provider, iobinding=iobinding, device_id=device_id, output_names=[self.output_name]
+        )
         self._dtype = np.float16 if inputs[0].type == "tensor(float16)" else np.float32
         self.size_px = int(spec.crop_size_px or 128)
         self._crop = np.zeros((self.size_px, self.size_px, 3), np.uint8)
         self._blob = np.zeros((1, 3, self.size_px, self.size_px), np.float32)
+        self._feed = self._blob if self._dtype == np.float32 else self._blob.astype(self._dtype)
+        self._latent_of: NDArray[np.float32] | None = None
+        self._latent_feed = np.zeros((1, 512), self._dtype)
 
     def latent(self, embedding: Embedding) -> NDArray[np.float32]:
         """Source latent (1, 512): ``e @ emap`` normalised, ``e`` the unit source embedding."""
@@ -68,34 +85,46 @@ class InSwapper:
         """Warp the target face into the reused 128 crop and input blob; return the frame→crop matrix."""
         m = align_matrix(kps, self.spec.template or "arcface_128", self.size_px)
         warp_crop(frame_bgr, m, self.size_px, out=self._crop)
-        np.copyto(self._blob[0], self._crop.transpose(2, 0, 1)[::-1], casting="unsafe")
-        self._blob *= np.float32(1.0 / self.spec.std)
+        hwc_to_planar(self._crop, self._blob[0], rgb=True, mean=0.0, std=self.spec.std)
+        if self._feed is not self._blob:
+            np.copyto(self._feed, self._blob, casting="same_kind")
         return m
 
     def infer(self, latent: NDArray[np.float32]) -> NDArray[np.float32]:
-        """Run the model on the aligned blob: (1,3,128,128) RGB in [0,1]."""
-        feeds = {
-            self.target_name: self._blob.astype(self._dtype, copy=False),
-            self.source_name: latent.astype(self._dtype, copy=False),
-        }
-        return np.asarray(self.session.run([self.output_name], feeds)[0], np.float32)
+        """Run the model on the aligned blob: (1,3,128,128) RGB in [0,1]. With IOBinding the array
+        is the runner's reused output buffer: valid until the next call."""
+        if latent is not self._latent_of:  # a new source face: copy it into the bound input once
+            np.copyto(self._latent_feed, np.asarray(latent).reshape(1, -1), casting="same_kind")
+            self._latent_of = latent
+        feeds = {self.target_name: self._feed, self.source_name: self._latent_feed}
+        out = self.runner.run(feeds)[0]
+        return out if out.dtype == np.float32 else out.astype(np.float32)
+
+    def warm_up(self) -> float:
+        """One run on zeros (captures the CUDA graph when enabled); the milliseconds it took."""
+        self._feed.fill(0)
+        self._latent_of = None
+        self._latent_feed.fill(0)
+        return self.runner.warm_up({self.target_name: self._feed, self.source_name: self._latent_feed})
 
     @staticmethod
-    def to_bgr(pred: NDArray[np.float32]) -> FrameBGR:
-        """Model output → a new 128x128 BGR uint8 crop (insightface's clip-and-truncate)."""
-        rgb = pred[0].transpose(1, 2, 0)
-        return np.ascontiguousarray(np.clip(255.0 * rgb, 0, 255).astype(np.uint8)[:, :, ::-1])
+    def to_bgr(pred: NDArray[np.float32], out: FrameBGR | None = None) -> FrameBGR:
+        """Model output → a 128x128 BGR uint8 crop (insightface's clip-and-truncate), into ``out``
+        when given (one fused pass), else a new array."""
+        if out is None:
+            out = np.empty((pred.shape[2], pred.shape[3], 3), np.uint8)
+        return planar_to_bgr(np.asarray(pred[0], np.float32), out, add=0.0, mul=255.0)
 
     def swap_raw(
         self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
     ) -> tuple[NDArray[np.float32], Affine2x3]:
-        """Raw model output (1,3,128,128) RGB in [0,1] and the frame→crop matrix."""
+        """Raw model output (1,3,128,128) RGB in [0,1] (a new array) and the frame→crop matrix."""
         m = self.align(frame_bgr, kps)
-        return self.infer(latent), m
+        return np.array(self.infer(latent), np.float32), m
 
     def swap(
         self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
     ) -> tuple[FrameBGR, Affine2x3]:
         """Swapped face as a new 128x128 BGR uint8 crop, and the frame→crop matrix."""
-        pred, m = self.swap_raw(frame_bgr, kps, latent)
-        return self.to_bgr(pred), m
+        m = self.align(frame_bgr, kps)
+        return self.to_bgr(self.infer(latent)), m

@@ -1,0 +1,128 @@
+"""Fused per-pixel conversions of the hot path, compiled with numba (one pass, no temporaries).
+
+numpy would express each of these as three to six passes over the image with a float temporary
+the size of the image per pass; here each pixel is read once and written once, into buffers the
+caller preallocated. The kernels release the GIL, so the capture and render threads keep running.
+
+- :func:`hwc_to_planar`: BGR uint8 (H, W, 3) → normalised planar float32 (3, H, W), optionally
+  swapping R and B: ``(x - mean) * inv_std`` (detector, embedder, swapper, enhancer inputs).
+- :func:`planar_to_bgr`: model output planar RGB float32 (3, H, W) → BGR uint8 (H, W, 3) as
+  ``clip((x + add) * mul, 0, 255)`` truncated (insightface's swapper) or rounded (GFPGAN).
+- :func:`blend_rgba`: the paste-back blend in place, ``roi += (rgb - roi) * a / 255`` rounded half
+  to even, with the same float32 arithmetic as the numpy expression it replaces.
+
+Compiled on first use and cached on disk (``cache=True``); :func:`warm_up` compiles them all.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from numpy.typing import NDArray
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _hwc_to_planar(
+    src: NDArray[np.uint8], dst: NDArray[np.float32], swap_rb: bool, mean: float, inv_std: float
+) -> None:  # pragma: no cover - compiled
+    h, w = src.shape[0], src.shape[1]
+    m = np.float32(mean)
+    s = np.float32(inv_std)
+    for y in range(h):
+        for x in range(w):
+            b = np.float32(src[y, x, 0])
+            g = np.float32(src[y, x, 1])
+            r = np.float32(src[y, x, 2])
+            if swap_rb:
+                dst[0, y, x] = (r - m) * s
+                dst[2, y, x] = (b - m) * s
+            else:
+                dst[0, y, x] = (b - m) * s
+                dst[2, y, x] = (r - m) * s
+            dst[1, y, x] = (g - m) * s
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _planar_to_bgr(
+    src: NDArray[np.float32], dst: NDArray[np.uint8], add: float, mul: float, rounding: bool
+) -> None:  # pragma: no cover - compiled
+    h, w = dst.shape[0], dst.shape[1]
+    a = np.float32(add)
+    k = np.float32(mul)
+    for c in range(3):
+        for y in range(h):
+            for x in range(w):
+                v = (src[c, y, x] + a) * k
+                if v < 0:
+                    v = np.float32(0.0)
+                elif v > 255:
+                    v = np.float32(255.0)
+                if rounding:
+                    v = np.rint(v)
+                dst[y, x, 2 - c] = np.uint8(v)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pragma: no cover - compiled
+    h, w = roi.shape[0], roi.shape[1]
+    inv = np.float32(1.0 / 255.0)
+    for y in range(h):
+        for x in range(w):
+            a8 = rgba[y, x, 3]
+            if a8 == 0:
+                continue
+            a = np.float32(a8) * inv
+            for c in range(3):
+                f = np.float32(roi[y, x, c])
+                v = f + (np.float32(rgba[y, x, c]) - f) * a
+                roi[y, x, c] = np.uint8(np.rint(v))
+
+
+def hwc_to_planar(
+    src_bgr: NDArray[np.uint8],
+    dst: NDArray[np.float32],
+    *,
+    rgb: bool,
+    mean: float = 0.0,
+    std: float = 1.0,
+) -> None:
+    """Write ``(src - mean) / std`` of the (H, W, 3) BGR image into ``dst`` (3, H', W') with
+    H' >= H, W' >= W (top-left), as RGB planes when ``rgb``. ``dst`` may be a view."""
+    h, w = src_bgr.shape[:2]
+    if dst.shape[0] != 3 or dst.shape[1] < h or dst.shape[2] < w:
+        raise ValueError(f"planar buffer {dst.shape} too small for image {src_bgr.shape}")
+    _hwc_to_planar(src_bgr, dst, bool(rgb), float(mean), float(1.0 / std))
+
+
+def planar_to_bgr(
+    src_rgb: NDArray[np.float32],
+    dst_bgr: NDArray[np.uint8],
+    *,
+    add: float = 0.0,
+    mul: float = 255.0,
+    rounding: bool = False,
+) -> NDArray[np.uint8]:
+    """``dst = clip((src + add) * mul, 0, 255)`` as BGR uint8; truncated, or rounded when ``rounding``."""
+    if src_rgb.shape != (3, dst_bgr.shape[0], dst_bgr.shape[1]):
+        raise ValueError(f"planar {src_rgb.shape} does not match {dst_bgr.shape}")
+    _planar_to_bgr(src_rgb, dst_bgr, float(add), float(mul), bool(rounding))
+    return dst_bgr
+
+
+def blend_rgba(roi_bgr: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:
+    """Blend ``rgba`` (h, w, 4; colour in BGR, alpha 0..255) into the ``roi_bgr`` view in place."""
+    if roi_bgr.shape[:2] != rgba.shape[:2]:
+        raise ValueError(f"roi {roi_bgr.shape} and rgba {rgba.shape} differ")
+    _blend_rgba(roi_bgr, rgba)
+
+
+def warm_up() -> None:
+    """Compile (or load from the cache) every kernel once, for each layout the pipeline uses."""
+    img = np.zeros((4, 4, 3), np.uint8)
+    planar = np.zeros((1, 3, 6, 6), np.float32)
+    hwc_to_planar(img, planar[0], rgb=True, mean=127.5, std=128.0)
+    hwc_to_planar(img[:, :3], planar[0, :, :4, :3], rgb=False)
+    out = np.zeros((4, 4, 3), np.uint8)
+    planar_to_bgr(np.zeros((1, 3, 4, 4), np.float32)[0], out)
+    blend_rgba(img[:2, :2], np.zeros((2, 2, 4), np.uint8))
+    blend_rgba(np.zeros((2, 2, 3), np.uint8), np.zeros((4, 4, 4), np.uint8)[:2, :2])

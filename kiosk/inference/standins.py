@@ -1,0 +1,166 @@
+"""Stand-in ONNX models with the real files' contracts, generated with ``onnx.helper``.
+
+They have exactly the names, shapes and dtypes of the real models (as far as we know them), cheap
+deterministic weights, and for the swapper ``emap`` (512x512) as the last initializer. They are for
+plumbing, agreement tests and ``kiosk bench --standins``, not for pretty pictures:
+
+- ``det_10g.onnx``: SCRFD contract (input ``input.1`` [1,3,?,?], 9 outputs [N,1]/[N,4]/[N,10], named
+  as insightface's det_10g). It "detects" bright squares: a stride-32 cell whose patch is near
+  white scores high, with a fixed box and five keypoints around it.
+- ``w600k_r50.onnx``: ``input.1`` [N,3,112,112] → ``683`` [N,512] (8x8 average pool + a fixed projection).
+- ``inswapper_128.onnx``: ``target`` [1,3,128,128], ``source`` [1,512] → ``output`` [1,3,128,128] in [0,1].
+- ``GFPGANv1.4.onnx``: ``input`` [1,3,512,512] → ``output`` [1,3,512,512] in [-1,1].
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+SCRFD_OUTPUT_NAMES = ("448", "471", "494", "451", "474", "497", "454", "477", "500")
+STANDIN_FILES = ("det_10g.onnx", "w600k_r50.onnx", "inswapper_128.onnx", "GFPGANv1.4.onnx")
+
+
+def _save(graph: onnx.GraphProto, path: Path) -> Path:
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 13)], producer_name="kiosk-standin"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    onnx.save(model, str(path))
+    return path
+
+
+def _init(name: str, arr: np.ndarray) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.ascontiguousarray(arr), name)
+
+
+def make_detector(
+    path: Path, output_names: tuple[str, ...] = SCRFD_OUTPUT_NAMES, batched: bool = False
+) -> Path:
+    inp = helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [1, 3, "height", "width"])
+    nodes, inits, outputs = [], [], []
+    # Keypoint offsets in stride units around the cell's anchor: eyes, nose, mouth corners.
+    kps_off = np.array([-0.9, -0.7, 0.9, -0.7, 0.0, 0.2, -0.7, 1.1, 0.7, 1.1], np.float32)
+    for kind_i, (kind, k) in enumerate((("score", 1), ("bbox", 4), ("kps", 10))):
+        for si, s in enumerate((8, 16, 32)):
+            name = output_names[kind_i * 3 + si]
+            w = np.zeros((2 * k, 3, s, s), np.float32)
+            b = np.zeros((2 * k,), np.float32)
+            if kind == "score":
+                if s == 32:
+                    gain = 60.0
+                    w[:] = gain / (3 * s * s)
+                    b[:] = -gain * 0.9
+                else:
+                    b[:] = -30.0
+            elif kind == "bbox":
+                b[:] = 2.5
+            else:
+                b[:] = np.tile(kps_off, 2)
+            inits += [_init(f"{name}_w", w), _init(f"{name}_b", b)]
+            nodes.append(
+                helper.make_node("Conv", ["input.1", f"{name}_w", f"{name}_b"], [f"{name}_c"], strides=[s, s])
+            )
+            nodes.append(helper.make_node("Transpose", [f"{name}_c"], [f"{name}_t"], perm=[0, 2, 3, 1]))
+            shape = np.array([1, -1, k] if batched else [-1, k], np.int64)
+            inits.append(_init(f"{name}_shape", shape))
+            raw = f"{name}_r" if kind == "score" else name
+            nodes.append(helper.make_node("Reshape", [f"{name}_t", f"{name}_shape"], [raw]))
+            if kind == "score":
+                nodes.append(helper.make_node("Sigmoid", [raw], [name]))
+            dims: list[int | str] = [1, "n", k] if batched else ["n", k]
+            outputs.append((kind_i * 3 + si, helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)))
+    outputs.sort(key=lambda t: t[0])
+    graph = helper.make_graph(nodes, "scrfd_standin", [inp], [o for _, o in outputs], inits)
+    return _save(graph, path)
+
+
+def make_embedder(path: Path, seed: int = 1, input_name: str = "input.1", output_name: str = "683") -> Path:
+    rng = np.random.default_rng(seed)
+    inp = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, ["N", 3, 112, 112])
+    out = helper.make_tensor_value_info(output_name, TensorProto.FLOAT, ["N", 512])
+    proj = (rng.standard_normal((3 * 14 * 14, 512)) / np.sqrt(588)).astype(np.float32)
+    nodes = [
+        helper.make_node("AveragePool", [input_name], ["pooled"], kernel_shape=[8, 8], strides=[8, 8]),
+        helper.make_node("Flatten", ["pooled"], ["flat"], axis=1),
+        helper.make_node("MatMul", ["flat", "proj"], [output_name]),
+    ]
+    graph = helper.make_graph(nodes, "arcface_standin", [inp], [out], [_init("proj", proj)])
+    return _save(graph, path)
+
+
+def make_swapper(path: Path, seed: int = 2, target_name: str = "target", emap_last: bool = True) -> Path:
+    rng = np.random.default_rng(seed)
+    target = helper.make_tensor_value_info(target_name, TensorProto.FLOAT, [1, 3, 128, 128])
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [1, 512])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 128, 128])
+    conv_w = np.zeros((3, 3, 3, 3), np.float32)
+    for c in range(3):
+        conv_w[c, c, 1, 1] = 0.5
+    conv_w += rng.normal(0, 0.02, conv_w.shape).astype(np.float32)
+    inits = [
+        _init("conv_w", conv_w),
+        _init("src_proj", (rng.standard_normal((512, 3)) * 0.2).astype(np.float32)),
+        _init("src_shape", np.array([1, 3, 1, 1], np.int64)),
+        _init("half", np.array(0.5, np.float32)),
+        _init("quarter", np.array(0.25, np.float32)),
+        _init("lo", np.array(0.0, np.float32)),
+        _init("hi", np.array(1.0, np.float32)),
+    ]
+    emap = _init("emap", (rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32))
+    inits = inits + [emap] if emap_last else [emap, *inits]
+    nodes = [
+        helper.make_node("Conv", [target_name, "conv_w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("MatMul", ["source", "src_proj"], ["p"]),
+        helper.make_node("Tanh", ["p"], ["pt"]),
+        helper.make_node("Reshape", ["pt", "src_shape"], ["p4"]),
+        helper.make_node("Mul", ["p4", "half"], ["p5"]),
+        helper.make_node("Add", ["c", "p5"], ["s"]),
+        helper.make_node("Add", ["s", "quarter"], ["s6"]),
+        helper.make_node("Clip", ["s6", "lo", "hi"], ["output"]),
+    ]
+    graph = helper.make_graph(nodes, "inswapper_standin", [target, source], [out], inits)
+    return _save(graph, path)
+
+
+def make_enhancer(path: Path, seed: int = 3) -> Path:
+    rng = np.random.default_rng(seed)
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 512, 512])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 512, 512])
+    w = np.zeros((3, 3, 3, 3), np.float32)
+    for c in range(3):
+        w[c, c, 1, 1] = 1.0
+    w += rng.normal(0, 0.01, w.shape).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Tanh", ["c"], ["output"]),
+    ]
+    graph = helper.make_graph(nodes, "gfpgan_standin", [inp], [out], [_init("w", w)])
+    return _save(graph, path)
+
+
+def make_all(folder: Path) -> dict[str, Path]:
+    """Write the four stand-ins under their real file names into ``folder``."""
+    folder = Path(folder)
+    return {
+        "detector": make_detector(folder / "det_10g.onnx"),
+        "embedder": make_embedder(folder / "w600k_r50.onnx"),
+        "swapper": make_swapper(folder / "inswapper_128.onnx"),
+        "enhancer": make_enhancer(folder / "GFPGANv1.4.onnx"),
+    }
+
+
+def white_square_frame(
+    h: int = 360, w: int = 640, squares: tuple[tuple[int, int, int], ...] = ((200, 120, 96),)
+) -> np.ndarray:
+    """A grey textured frame with white squares (x, y, side) the stand-in detector finds."""
+    rng = np.random.default_rng(7)
+    frame = (rng.integers(40, 110, (h, w, 3))).astype(np.uint8)
+    for x, y, side in squares:
+        frame[y : y + side, x : x + side] = 255
+    return frame
