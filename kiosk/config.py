@@ -169,10 +169,16 @@ class ProcessingConfig(_Section):
         description="With tracking: detector input size for the region around each tracked face.",
     )
     smoothing_min_cutoff: float = Field(
-        0.5, gt=0, le=30, description="With tracking: One-Euro cutoff (Hz) for a still face; lower is steadier."
+        0.5,
+        gt=0,
+        le=30,
+        description="With tracking: One-Euro cutoff (Hz) for a still face; lower is steadier.",
     )
     smoothing_beta: float = Field(
-        0.07, ge=0, le=10, description="With tracking: One-Euro speed coefficient; higher lags less in motion."
+        0.07,
+        ge=0,
+        le=10,
+        description="With tracking: One-Euro speed coefficient; higher lags less in motion.",
     )
     hold_frames: int = Field(
         5, ge=0, le=60, description="With tracking: frames a face stays swapped after its detection is lost."
