@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, make_library
 from kiosk.booth.reload import ConfigWatcher
@@ -387,6 +388,15 @@ class KioskApp:
         except OSError as exc:
             log.error("snapshot not saved: %s", exc)
 
+    def status_text(self) -> str:
+        """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
+        cap = self.capture
+        return (
+            f"{cap.description or self.cfg.source.kind} {cap.state}, render {self.render_rate.fps:.0f} fps, "
+            f"process {self.inference.rate.fps:.0f} fps, {self.inference.processor_name}, "
+            f"{len(self.library.entries)} faces"
+        )
+
     def selected_face_name(self) -> str:
         entries = self.library.entries
         i = self.controls.selected_face
@@ -399,6 +409,7 @@ class KioskApp:
         surface = open_surface(self.cfg.display, headless=self.opts.headless)
         renderer = Renderer(surface.ctx, self.cfg.display)
         self.gamepad = self._new_gamepad()
+        notifier = SdNotifier.from_env()
         self._install_signal_handlers()
         self._t_start = time.perf_counter()
         self.capture.start()
@@ -408,6 +419,7 @@ class KioskApp:
         next_tick = time.perf_counter()
         next_stats = self._t_start + self.opts.stats_interval_s
         next_supervise = self._t_start + 1.0
+        next_status = self._t_start + 5.0
         overlay = OverlayState()
         try:
             while not self.stop.is_set():
@@ -440,6 +452,12 @@ class KioskApp:
                 surface.end_frame()
                 t_shown = time.perf_counter()
                 self.render_rate.tick(t_shown)
+                if self.render_rate.count == 1:
+                    notifier.ready(status="running")
+                notifier.watchdog()  # rate-limited to WATCHDOG_USEC/2 inside
+                if t_shown >= next_status:
+                    notifier.status(self.status_text())
+                    next_status = t_shown + 5.0
                 if result is not None:
                     self.latency_ms.add((t_shown - result.t_capture) * 1000.0)
                 if self.opts.frames and self.render_rate.count >= self.opts.frames:
@@ -464,8 +482,10 @@ class KioskApp:
                 renderer.draw(size, overlay, booth=self.booth_view(time.monotonic()), now=time.monotonic())
                 save_png(self.opts.screenshot, surface.read_rgb())
         finally:
+            notifier.stopping()
             self.shutdown()
             self.write_stats()
+            notifier.close()
             renderer.release()
             surface.close()
         return 0

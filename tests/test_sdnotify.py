@@ -154,13 +154,6 @@ def test_periodic_watchdog_from_a_child_process(listener: tuple[socket.socket, s
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _runtime_uses_sdnotify() -> bool:
-    return any(
-        "SdNotifier" in p.read_text() for p in (ROOT / "kiosk").glob("*.py") if p.name not in ("cli.py",)
-    )
-
-
-@pytest.mark.skipif(not _runtime_uses_sdnotify(), reason="the runtime does not use SdNotifier yet")
 def test_kiosk_run_speaks_sd_notify_and_stops_on_sigterm(
     listener: tuple[socket.socket, str], tmp_path: Path
 ) -> None:
