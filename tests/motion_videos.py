@@ -6,7 +6,7 @@ carried along by the same known motion, so every frame's true keypoints are know
 (up to the detector's bias on that one clean frame, which a per-axis std or a time shift ignores).
 
 Photos and models are read from the environment at test time and are never committed:
-``/work/shared/media/astronaut_eileen_collins_nasa.png``, insightface's ``t1.jpg`` (6 faces),
+``../shared/media/astronaut_eileen_collins_nasa.png``, insightface's ``t1.jpg`` (6 faces),
 ``../shared/models/det_500m.onnx``. Helpers return ``None`` when one is absent so tests can skip.
 
 Also here: a minimal SCRFD decoder for ``det_500m`` (used when the project's detector in
@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 from kiosk.types import Face
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_CANDIDATES = (REPO.parent / "shared", Path("/work/shared"))
+SHARED = REPO.parent / "shared"
 FPS = 30.0
 FRAME_W, FRAME_H = 640, 480
 
@@ -36,12 +36,9 @@ DetectFn = Callable[[NDArray[np.uint8]], list[Face]]
 
 
 def shared_file(*parts: str) -> Path | None:
-    """A file under ``../shared`` (or ``/work/shared``), or ``None`` when it is absent."""
-    for root in SHARED_CANDIDATES:
-        p = root.joinpath(*parts)
-        if p.is_file():
-            return p
-    return None
+    """A file under ``../shared`` (beside the checkout), or ``None`` when it is absent."""
+    p = SHARED.joinpath(*parts)
+    return p if p.is_file() else None
 
 
 def insightface_image(name: str) -> Path | None:
