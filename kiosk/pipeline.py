@@ -459,7 +459,8 @@ class SwapPipeline:
             d = time.perf_counter()
             times.align_ms += (b - a) * 1e3
             times.swap_ms += (c - b) * 1e3
-            times.paste_ms += (d - c) * 1e3
+            if paste:
+                times.paste_ms += (d - c) * 1e3
             if self.enhance and self.enhancer is not None:
                 # The enhancer restores the swapped face: it reads the composited frame (CPU) or,
                 # without paste-back, the swapped crop pasted into a face-sized scratch frame.
@@ -478,7 +479,8 @@ class SwapPipeline:
                     self._paste.paste(out_bgr, crop, affine)
                 f = time.perf_counter()
                 times.enhance_ms += (e - d) * 1e3
-                times.paste_ms += (f - e) * 1e3
+                if paste:
+                    times.paste_ms += (f - e) * 1e3
             result.append(SwappedFace(crop_bgr=crop, affine=affine, face=face))
         times.faces = len(faces)
         times.total_ms = (time.perf_counter() - t0) * 1e3
@@ -498,7 +500,7 @@ class SwapPipeline:
         roi = roi_geometry(frame_bgr.shape, self.detector.det_size, roi_det.det_size) if roi_det else None
         before = sum(r.run_ms for r in self.runners)
         a = time.perf_counter()
-        times.full_detection = self._frame_idx % self.tracker.detect_every == 0 or not self.tracker.tracks
+        full_runs = self.detector.runner.runs
         tracks = detect_and_track(
             self.tracker,
             frame_bgr,
@@ -509,6 +511,7 @@ class SwapPipeline:
             roi,
         )
         self._frame_idx += 1
+        times.full_detection = self.detector.runner.runs != full_runs
         chosen = select_faces(tracks, self.face_policy, frame_bgr.shape, self.max_faces, self._chosen_ids)
         self._chosen_ids = [tr.id for tr in chosen]
         # The tracker's own time: the detection call minus the time the detectors spent.

@@ -1,0 +1,304 @@
+"""The lean hot path: no per-frame allocation in steady state, fused kernels equal to the numpy they
+replace, IOBinding equal to plain runs, provider options per configuration, paste=False, warm-up."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import standins
+from inference_fixtures import *  # noqa: F403
+from inference_fixtures import SHARED_MODELS, make_cfg
+
+from kiosk.config import KioskConfig, ProvidersConfig
+from kiosk.inference import kernels
+from kiosk.inference.align import estimate_similarity
+from kiosk.inference.paste import PasteBack
+from kiosk.inference.sessions import CPU, SessionRunner, _requested, create_session, provider_options
+from kiosk.pipeline import SwapPipeline
+from kiosk.types import SwappedFace
+
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
+
+SOURCE = standins.white_square_frame(h=256, w=256, squares=((96, 96, 64),))
+FRAME_720 = standins.white_square_frame(h=720, w=1280, squares=((200, 150, 128), (800, 300, 128)))
+
+
+def _pipe(cfg: KioskConfig, **processing: object) -> SwapPipeline:
+    proc = cfg.processing.model_copy(update=processing)
+    pipe = SwapPipeline.from_config(cfg.model_copy(update={"processing": proc}))
+    pipe.set_source(SOURCE)
+    return pipe
+
+
+def _bytes_per_frame(
+    pipe: SwapPipeline, frame: np.ndarray, paste: bool, frames: int = 100
+) -> tuple[int, float]:
+    """(largest transient allocation within one frame, net growth per frame), tracemalloc bytes."""
+    out = np.empty_like(frame)
+    for i in range(20):  # warm-up: buffers, bindings, compiled kernels, tracks
+        pipe.process_into(frame, out, paste=paste, t=i / 30.0)
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        peak = 0
+        for i in range(20, 20 + frames):
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            faces = pipe.process_into(frame, out, paste=paste, t=i / 30.0)
+            peak = max(peak, tracemalloc.get_traced_memory()[1] - before)
+            del faces
+        net = (tracemalloc.get_traced_memory()[0] - start) / frames
+    finally:
+        tracemalloc.stop()
+    return peak, net
+
+
+# -- allocation --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("paste", [True, False])
+def test_steady_state_allocates_far_less_than_a_frame(standin_cfg: KioskConfig, paste: bool) -> None:
+    pipe = _pipe(standin_cfg)
+    peak, net = _bytes_per_frame(pipe, FRAME_720, paste)
+    assert pipe.times.faces == 2
+    frame_bytes = FRAME_720.nbytes  # 2.7 MB
+    assert peak < 64 * 1024, f"{peak} B allocated within one frame (a 720p frame is {frame_bytes} B)"
+    assert net < 4 * 1024, f"{net:.0f} B/frame retained"
+
+
+def test_steady_state_allocation_with_tracking_and_a_real_detector(standin_dir: Path) -> None:
+    det = SHARED_MODELS / "det_500m.onnx"
+    if not det.is_file():
+        pytest.skip(f"{det} not present")
+    cfg = make_cfg(standin_dir, detector=str(det))
+    pipe = SwapPipeline.from_config(
+        cfg.model_copy(update={"processing": cfg.processing.model_copy(update={"tracking": True})})
+    )
+    face = np.zeros((720, 1280, 3), np.uint8)
+    face[:] = _portrait(720, 1280)
+    pipe.set_source(face)
+    peak, net = _bytes_per_frame(pipe, face, paste=False)
+    assert pipe.times.faces >= 1
+    assert peak < 64 * 1024 and net < 4 * 1024, (peak, net)
+
+
+def _portrait(h: int, w: int) -> np.ndarray:
+    from inference_fixtures import insightface_image
+
+    from kiosk.pipeline import read_image
+
+    photo = read_image(insightface_image("t1.jpg"))
+    import cv2
+
+    s = h / photo.shape[0]
+    big = cv2.resize(photo, (int(photo.shape[1] * s), h))
+    frame = np.zeros((h, w, 3), np.uint8)
+    x0 = (w - big.shape[1]) // 2
+    frame[:, x0 : x0 + big.shape[1]] = big
+    return frame
+
+
+# -- kernels ---------------------------------------------------------------------------------------------
+def test_hwc_to_planar_equals_numpy() -> None:
+    rng = np.random.default_rng(0)
+    img = rng.integers(0, 256, (37, 53, 3), np.uint8)
+    for rgb, mean, std in ((True, 127.5, 128.0), (False, 0.0, 1.0), (True, 0.0, 255.0)):
+        ref = np.zeros((3, 40, 60), np.float32)
+        chw = img.transpose(2, 0, 1)
+        np.copyto(ref[:, :37, :53], chw[::-1] if rgb else chw, casting="unsafe")
+        ref[:, :37, :53] -= np.float32(mean)
+        ref[:, :37, :53] *= np.float32(1.0 / std)
+        got = np.zeros((3, 40, 60), np.float32)
+        kernels.hwc_to_planar(img, got, rgb=rgb, mean=mean, std=std)
+        np.testing.assert_array_equal(got, ref)
+    view = img[5:20, 7:30]  # a non-contiguous crop, as region detection passes
+    got = np.zeros((3, 15, 23), np.float32)
+    kernels.hwc_to_planar(view, got, rgb=True)
+    np.testing.assert_array_equal(got, view.transpose(2, 0, 1)[::-1].astype(np.float32))
+
+
+def test_planar_to_bgr_equals_numpy() -> None:
+    rng = np.random.default_rng(1)
+    pred = (rng.random((3, 64, 64), dtype=np.float32) * 1.4 - 0.2).astype(np.float32)
+    out = np.zeros((64, 64, 3), np.uint8)
+    kernels.planar_to_bgr(pred, out)  # swapper: clip and truncate
+    ref = np.clip(255.0 * pred.transpose(1, 2, 0), 0, 255).astype(np.uint8)[:, :, ::-1]
+    np.testing.assert_array_equal(out, ref)
+    g = pred * 2 - 1  # enhancer: [-1, 1], rounded
+    kernels.planar_to_bgr(g, out, add=1.0, mul=127.5, rounding=True)
+    ref = np.rint(np.clip((g.transpose(1, 2, 0) + 1.0) * 127.5, 0, 255)[:, :, ::-1]).astype(np.uint8)
+    np.testing.assert_array_equal(out, ref)
+
+
+def test_blend_equals_numpy() -> None:
+    rng = np.random.default_rng(2)
+    frame = rng.integers(0, 256, (100, 120, 3), np.uint8)
+    rgba = rng.integers(0, 256, (40, 50, 4), np.uint8)
+    rgba[:10, :, 3] = 0
+    roi = frame[20:60, 30:80].astype(np.float32)
+    a = rgba[:, :, 3:4].astype(np.float32) * np.float32(1.0 / 255.0)
+    ref = np.rint(roi + (rgba[:, :, :3].astype(np.float32) - roi) * a).astype(np.uint8)
+    kernels.blend_rgba(frame[20:60, 30:80], rgba)
+    np.testing.assert_array_equal(frame[20:60, 30:80], ref)
+
+
+def _umeyama_svd(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The SVD route (scikit-image / insightface) the closed form replaces."""
+    n = src.shape[0]
+    sm, dm = src.mean(0), dst.mean(0)
+    sc, dc = src - sm, dst - dm
+    cov = dc.T @ sc / n
+    d = np.ones(2)
+    if np.linalg.det(cov) < 0:
+        d[1] = -1
+    u, s, vt = np.linalg.svd(cov)
+    r = u @ np.diag(d) @ vt
+    scale = (s @ d) / sc.var(0).sum()
+    return np.hstack([scale * r, (dm - scale * r @ sm)[:, None]])
+
+
+def test_closed_form_similarity_equals_svd_umeyama() -> None:
+    rng = np.random.default_rng(3)
+    for i in range(300):
+        src = rng.normal(0, 40, (5, 2)) + 300
+        if i % 3 == 0:
+            src[:, 0] *= -1  # mirrored faces: the best proper similarity, no reflection
+        dst = rng.normal(0, 30, (5, 2)) + 60
+        np.testing.assert_allclose(estimate_similarity(src, dst), _umeyama_svd(src, dst), atol=1e-9)
+
+
+# -- sessions ----------------------------------------------------------------------------------------------
+def test_iobinding_gives_the_plain_run_outputs(standin_dir: Path) -> None:
+    cpu = ProvidersConfig.model_validate({"order": ["cpu"]})
+    rng = np.random.default_rng(4)
+    # (model, input size for dynamic dims, whether outputs can be preallocated)
+    cases = [
+        (standin_dir / "inswapper_128.onnx", 128, True),
+        (standin_dir / "w600k_r50.onnx", 112, True),
+        (standin_dir / "det_10g.onnx", 160, True),
+    ]
+    det = SHARED_MODELS / "det_500m.onnx"
+    if det.is_file():
+        # det_500m declares its outputs for a 640 input: other sizes fall back to plain runs.
+        cases += [(det, 640, True), (det, 192, False)]
+    for path, size, bindable in cases:
+        session, used = create_session(path, cpu)
+        plain, bound = SessionRunner(session, used), SessionRunner(session, used, iobinding=True)
+        feeds = {}
+        for inp in session.get_inputs():
+            dims = (1, 3, size, size)[: len(inp.shape)]
+            shape = [d if isinstance(d, int) else s for d, s in zip(inp.shape, dims, strict=True)]
+            feeds[inp.name] = np.zeros(shape, np.float32)
+        for _ in range(4):  # the same input arrays refilled in place, as the models do
+            for arr in feeds.values():
+                arr[...] = rng.random(arr.shape, dtype=np.float32)
+            want = plain.run(feeds)
+            got = bound.run(feeds)
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
+        assert (bound._bound is not None) == bindable, path.name
+        assert bound.runs == 4 and bound.run_ms > 0
+
+
+def test_provider_options_for_each_configuration(tmp_path: Path) -> None:
+    base = ProvidersConfig.model_validate({})
+    assert provider_options("cpu", base) == {}
+    assert provider_options("cuda", base) == {"device_id": 0, "cudnn_conv_algo_search": "HEURISTIC"}
+    assert provider_options("cuda", base, cuda_graph=True) == provider_options("cuda", base)  # off in config
+    graph = ProvidersConfig.model_validate({"cuda_graph": True, "device_id": 1})
+    assert provider_options("cuda", graph, cuda_graph=True)["enable_cuda_graph"] == "1"
+    assert "enable_cuda_graph" not in provider_options("cuda", graph)  # only fixed-shape sessions
+    no_bind = ProvidersConfig.model_validate({"cuda_graph": True, "iobinding": False})
+    assert "enable_cuda_graph" not in provider_options("cuda", no_bind, cuda_graph=True)
+    trt = provider_options("tensorrt", graph, base_dir=tmp_path, cuda_graph=True)
+    assert trt == {
+        "device_id": 1,
+        "trt_engine_cache_enable": True,
+        "trt_engine_cache_path": str(tmp_path / "models/trt_cache"),
+        "trt_timing_cache_enable": True,
+        "trt_timing_cache_path": str(tmp_path / "models/trt_cache"),
+        "trt_fp16_enable": True,
+        "trt_cuda_graph_enable": True,
+    }
+    fp32 = ProvidersConfig.model_validate({"trt_fp16": False})
+    assert provider_options("tensorrt", fp32)["trt_fp16_enable"] is False
+    order = ProvidersConfig.model_validate({"order": ["tensorrt", "cuda", "cpu"], "cuda_graph": True})
+    requested = _requested(order, tmp_path, cuda_graph=True)
+    assert requested[-1] == (CPU, {})
+    for name, opts in requested[:-1]:
+        assert opts.get("enable_cuda_graph") == "1" or opts.get("trt_cuda_graph_enable") is True, name
+
+
+def test_gpu_configuration_runs_on_the_cpu_with_identical_output(standin_dir: Path) -> None:
+    frame = standins.white_square_frame(h=360, w=640, squares=((64, 64, 64), (384, 160, 64)))
+    outs = []
+    for providers in (
+        {"order": ["cpu"], "iobinding": False, "warmup": False},
+        {"order": ["cuda", "cpu"], "iobinding": True, "cuda_graph": True, "warmup": True},
+    ):
+        cfg = make_cfg(standin_dir)
+        models = cfg.models.model_copy(update={"providers": ProvidersConfig.model_validate(providers)})
+        pipe = SwapPipeline.from_config(cfg.model_copy(update={"models": models}))
+        pipe.set_source(SOURCE)
+        assert pipe.provider == CPU
+        outs.append([pipe.process(frame) for _ in range(3)][-1])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+# -- pipeline -----------------------------------------------------------------------------------------------
+def test_paste_false_touches_nothing_and_composites_the_same(standin_cfg: KioskConfig) -> None:
+    pipe = _pipe(standin_cfg)
+    frame = standins.white_square_frame(h=360, w=640, squares=((64, 64, 64), (384, 160, 64)))
+    want = np.empty_like(frame)
+    want_faces = pipe.process_into(frame, want)
+    sentinel = np.full_like(frame, 7)
+    faces = pipe.process_into(frame, sentinel, paste=False)
+    assert (sentinel == 7).all()
+    assert pipe.process_into(frame, None, paste=False) and pipe.times.paste_ms == 0.0
+    assert len(faces) == len(want_faces) == 2
+    composite = frame.copy()
+    paster = PasteBack()
+    for sf, wf in zip(faces, want_faces, strict=True):
+        np.testing.assert_array_equal(sf.affine, wf.affine)
+        paster.paste(composite, sf.crop_bgr, sf.affine)
+    np.testing.assert_array_equal(composite, want)
+    with pytest.raises(ValueError, match="out has shape"):
+        pipe.process_into(frame, None)
+
+
+def test_returned_crops_survive_the_triple_buffer(standin_cfg: KioskConfig) -> None:
+    pipe = _pipe(standin_cfg)
+    frames = [standins.white_square_frame(h=360, w=640, squares=((64 + 8 * i, 64, 64),)) for i in range(4)]
+    results = [pipe.process_into(f, None, paste=False) for f in frames[:3]]
+    copies = [[sf.crop_bgr.copy() for sf in r] for r in results]
+    pipe.process_into(frames[3], None, paste=False)
+    for r, c in zip(results, copies, strict=True):  # three results in flight are not overwritten
+        for sf, crop in zip(r, c, strict=True):
+            np.testing.assert_array_equal(sf.crop_bgr, crop)
+    slot: list[SwappedFace] = results[0]
+    arrays = [sf.crop_bgr for sf in slot]
+    again = pipe.process_into(frames[0], None, paste=False, reuse=slot)
+    assert [sf.crop_bgr is a for sf, a in zip(again, arrays, strict=True)] == [True] * len(arrays)
+
+
+def test_warm_up_runs_every_model_and_logs(
+    standin_cfg: KioskConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("INFO", logger="kiosk.pipeline")
+    pipe = SwapPipeline.from_config(standin_cfg, enhance=True)
+    assert "models warmed up in" in caplog.text
+    for runner in pipe.runners:
+        assert runner.runs >= 1
+    times = pipe.warm_up()
+    assert {"kernels", "detector", "embedder", "swapper", "enhancer", "paste"} <= set(times)
+
+
+def test_session_time_is_accounted(standin_cfg: KioskConfig) -> None:
+    pipe = _pipe(standin_cfg)
+    frame = standins.white_square_frame(h=360, w=640, squares=((64, 64, 64), (384, 160, 64)))
+    pipe.process_into(frame, None, paste=False)
+    t = pipe.times
+    assert 0 < t.session_ms < t.total_ms
+    assert t.detect_ms + t.align_ms + t.swap_ms <= t.total_ms + 1e-6
