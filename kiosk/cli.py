@@ -12,6 +12,7 @@ _COMMAND_MODULES = (
     "kiosk.commands",
     "kiosk.inference.cli",
     "kiosk.appliance.cli",
+    "kiosk.bench_cli",
 )
 
 

@@ -205,6 +205,8 @@ class SwapPipeline:
         self._crop_ring: list[dict[tuple[int, int], FrameBGR]] = [{} for _ in range(CROP_RING)]
         self._ring_pos = 0
         self._scratch: FrameBGR = np.zeros((1, 1, 3), np.uint8)
+        #: Milliseconds per model of the last :meth:`warm_up` (empty until it ran).
+        self.warmup_ms: dict[str, float] = {}
         if tracking is not None:
             self.set_tracking(tracking)
         self._latent: NDArray[np.float32] | None = None
@@ -311,6 +313,7 @@ class SwapPipeline:
         frame = np.zeros((256, 256, 3), np.uint8)
         self._paste.paste(frame, np.zeros((128, 128, 3), np.uint8), np.eye(2, 3) * 0.5)
         out["paste"] = (time.perf_counter() - a) * 1e3
+        self.warmup_ms = out
         log.info(
             "models warmed up in %.0f ms (%s)",
             (time.perf_counter() - t0) * 1e3,

@@ -1,0 +1,599 @@
+"""``kiosk bench``: the real threaded runtime, headless, on a synthetic source with faces.
+
+Runs :class:`~kiosk.app.KioskApp` (capture thread, inference thread, headless GL render loop)
+for a number of processed frames and reports:
+
+- per-stage milliseconds of the face pipeline (p50/p95): detect (full frame or the regions around
+  tracked faces, with the tracker), align, swap, enhance, CPU paste-back, the whole call, and
+  the time inside ONNX Runtime's ``session.run``; the overhead outside the models per frame and
+  per face;
+- the rate of each thread (capture, processing, render), capture→display latency p50/p95 and the
+  frames dropped between the threads;
+- allocations per frame in steady state (``tracemalloc`` over the same pipeline, after the run);
+- optionally (``--compare-insightface``) insightface 2.1's reference (SCRFD.detect +
+  INSwapper.get(paste_back=True) per face) on the same frame and model files, next to ours.
+
+The source is a still frame built in-process: insightface's ``t1.jpg`` (six faces) scaled to the
+frame height and centred, delivered at the camera rate. ``--standins`` generates stand-in models
+(the test suite's generator, :mod:`kiosk.inference.standins`) into a temporary folder and uses the
+real ``det_500m`` from ``../shared/models`` when present, else the stand-in detector (which finds
+white squares: the frame then holds white squares instead of the photo).
+
+The processing stage here is :class:`BenchProcessor`: :meth:`SwapPipeline.process_into` exactly
+as the kiosk's processor calls it, with ``--composite cpu`` (paste-back on the CPU) or ``gpu``
+(``paste=False``: crops + affines for the renderer's composite shader; the camera frame is
+copied into the result slot for the renderer).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import platform
+import sys
+import tempfile
+import threading
+import time
+import tracemalloc
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from kiosk.config import KioskConfig, load_config
+from kiosk.pipeline import SwapPipeline, read_image
+from kiosk.processing import Processor
+from kiosk.types import FrameBGR, SwapResult
+
+log = logging.getLogger(__name__)
+
+REPO = Path(__file__).resolve().parents[1]
+#: Stage columns recorded per processed frame.
+STAGES = ("detect", "track", "align", "swap", "enhance", "paste", "total", "session", "overhead")
+
+
+# -- source ---------------------------------------------------------------------------------------
+def _insightface_image(name: str) -> Path | None:
+    try:
+        import insightface
+    except ImportError:
+        return None
+    p = Path(insightface.__file__).parent / "data" / "images" / name
+    return p if p.is_file() else None
+
+
+def shared_file(*parts: str) -> Path | None:
+    """A file under ``../shared`` beside the checkout (or the working directory), if present."""
+    for root in (REPO.parent / "shared", Path.cwd().parent / "shared", Path.cwd() / "shared"):
+        p = root.joinpath(*parts)
+        if p.is_file():
+            return p
+    return None
+
+
+def faces_frame(width: int, height: int, white_squares: bool = False) -> FrameBGR:
+    """The bench frame: insightface's t1.jpg (six faces) scaled to ``height`` and centred; or,
+    for the stand-in detector (or without insightface), grey texture with six white squares."""
+    photo_path = None if white_squares else _insightface_image("t1.jpg")
+    if photo_path is None:
+        from kiosk.inference.standins import white_square_frame
+
+        side = max(height // 6, 48)
+        xs = np.linspace(0.1 * width, 0.9 * width - side, 3).astype(int)
+        ys = (int(0.2 * height), int(0.6 * height))
+        squares = tuple((int(x), y, side) for y in ys for x in xs)
+        return white_square_frame(height, width, squares)
+    photo = read_image(photo_path)
+    scale = height / photo.shape[0]
+    new_w = min(width, int(round(photo.shape[1] * scale)))
+    big = cv2.resize(photo, (new_w, height), interpolation=cv2.INTER_AREA)
+    frame = np.zeros((height, width, 3), np.uint8)
+    x0 = (width - new_w) // 2
+    frame[:, x0 : x0 + new_w] = big
+    return frame
+
+
+class StillSource:
+    """A :class:`~kiosk.capture.sources.Source` delivering one frame at a camera's rate."""
+
+    def __init__(self, frame: FrameBGR, fps: float) -> None:
+        self._frame = frame
+        self._period = 1.0 / fps if fps > 0 else 0.0
+        self._next = 0.0
+        h, w = frame.shape[:2]
+        self.description = f"bench {w}x{h}@{fps:g}"
+
+    def open(self) -> None:
+        self._next = 0.0
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        now = time.perf_counter()
+        if self._next == 0.0 or now - self._next > 0.25:
+            self._next = now
+        if self._next > now:
+            time.sleep(self._next - now)
+        self._next += self._period
+        if out is None or out.shape != self._frame.shape:
+            return self._frame.copy()
+        np.copyto(out, self._frame)
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+# -- processing stage -------------------------------------------------------------------------------
+class BenchProcessor:
+    """Runs :meth:`SwapPipeline.process_into` like the kiosk's processor and records its stage times."""
+
+    def __init__(self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5) -> None:
+        self.pipe = pipe
+        self.paste = composite == "cpu"
+        self.name = f"bench swap ({pipe.provider}, {composite} composite)"
+        self.notice = ""
+        self.skip = skip
+        self.rows = np.zeros((capacity, len(STAGES) + 3), np.float64)  # + faces, det/face session
+        self.count = 0
+        self.seen = 0
+        self.full_detections = 0
+        self.done = threading.Event()
+        self._det_runners = [pipe.detector.runner] + (
+            [pipe._roi_detector.runner] if pipe._roi_detector is not None else []
+        )
+
+    def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
+        det_before = sum(r.run_ms for r in self._det_runners)
+        faces = self.pipe.process_into(frame_bgr, out.frame_bgr, paste=self.paste, reuse=out.faces)
+        if not self.paste:
+            np.copyto(out.frame_bgr, frame_bgr)  # the renderer composites over the camera frame
+        out.faces[:] = faces
+        out.notice = ""
+        self.seen += 1
+        if self.seen <= self.skip or self.count >= self.rows.shape[0]:
+            if self.count >= self.rows.shape[0]:
+                self.done.set()
+            return
+        t = self.pipe.times
+        det_session = sum(r.run_ms for r in self._det_runners) - det_before
+        self.rows[self.count] = (
+            t.detect_ms,
+            t.track_ms,
+            t.align_ms,
+            t.swap_ms,
+            t.enhance_ms,
+            t.paste_ms,
+            t.total_ms,
+            t.session_ms,
+            t.total_ms - t.session_ms,
+            t.faces,
+            det_session,
+            t.session_ms - det_session,
+        )
+        self.full_detections += int(t.full_detection)
+        self.count += 1
+        if self.count >= self.rows.shape[0]:
+            self.done.set()
+
+
+# -- report -----------------------------------------------------------------------------------------
+@dataclass
+class BenchResult:
+    """Everything ``kiosk bench`` prints (``--json`` prints :meth:`as_dict`)."""
+
+    machine: dict[str, Any]
+    setup: dict[str, Any]
+    stages_ms: dict[str, dict[str, float]]
+    overhead: dict[str, float]
+    runtime: dict[str, Any]
+    allocation: dict[str, float]
+    warmup_ms: dict[str, float]
+    insightface: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "machine": self.machine,
+            "setup": self.setup,
+            "stages_ms": self.stages_ms,
+            "overhead": self.overhead,
+            "runtime": self.runtime,
+            "allocation": self.allocation,
+            "warmup_ms": self.warmup_ms,
+            "insightface": self.insightface,
+        }
+
+
+def _pct(values: NDArray[np.float64]) -> dict[str, float]:
+    if values.size == 0:
+        return {"p50": math.nan, "p95": math.nan, "mean": math.nan}
+    return {
+        "p50": round(float(np.percentile(values, 50)), 3),
+        "p95": round(float(np.percentile(values, 95)), 3),
+        "mean": round(float(values.mean()), 3),
+    }
+
+
+def summarise(proc: BenchProcessor) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+    rows = proc.rows[: proc.count]
+    stages = {name: _pct(rows[:, i]) for i, name in enumerate(STAGES)}
+    faces = rows[:, len(STAGES)]
+    det_session = rows[:, len(STAGES) + 1]
+    face_session = rows[:, len(STAGES) + 2]
+    per_face_work = rows[:, 2] + rows[:, 3] + rows[:, 4] + rows[:, 5]  # align+swap+enhance+paste
+    with np.errstate(invalid="ignore", divide="ignore"):
+        face_overhead = (per_face_work - face_session) / np.where(faces > 0, faces, np.nan)
+    face_overhead = face_overhead[np.isfinite(face_overhead)]
+    detect_overhead = rows[:, 0] - det_session
+    total = float(rows[:, 6].sum())
+    overhead = {
+        "faces_mean": round(float(faces.mean()) if faces.size else 0.0, 2),
+        "per_frame_ms_p50": round(float(np.percentile(rows[:, 8], 50)), 3) if rows.size else math.nan,
+        "per_frame_ms_p95": round(float(np.percentile(rows[:, 8], 95)), 3) if rows.size else math.nan,
+        "per_face_ms_p50": round(float(np.percentile(face_overhead, 50)), 3)
+        if face_overhead.size
+        else math.nan,
+        "per_face_ms_p95": round(float(np.percentile(face_overhead, 95)), 3)
+        if face_overhead.size
+        else math.nan,
+        "detection_ms_p50": round(float(np.percentile(detect_overhead, 50)), 3) if rows.size else math.nan,
+        "session_share": round(float(rows[:, 7].sum()) / total, 3) if total > 0 else math.nan,
+        "full_detection_share": round(proc.full_detections / max(proc.count, 1), 3),
+    }
+    return stages, overhead
+
+
+def measure_allocation(
+    pipe: SwapPipeline, frame: FrameBGR, paste: bool, frames: int = 100
+) -> dict[str, float]:
+    """tracemalloc over ``frames`` sequential frames after 10 warm-up frames: the largest transient
+    allocation within one frame and the net growth per frame (bytes; ONNX Runtime's own C++
+    allocations are not seen by tracemalloc)."""
+    out = np.empty_like(frame)
+    t0 = time.perf_counter()
+    for i in range(10):
+        pipe.process_into(frame, out, paste=paste, t=t0 + i / 30.0)
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        peak = 0
+        for i in range(10, 10 + frames):
+            before = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            pipe.process_into(frame, out, paste=paste, t=t0 + i / 30.0)
+            peak = max(peak, tracemalloc.get_traced_memory()[1] - before)
+        net = (tracemalloc.get_traced_memory()[0] - start) / frames
+    finally:
+        tracemalloc.stop()
+    return {
+        "frames": frames,
+        "peak_bytes_per_frame": float(peak),
+        "net_bytes_per_frame": round(float(net), 1),
+        "frame_bytes": float(frame.nbytes),
+    }
+
+
+def compare_insightface(pipe: SwapPipeline, cfg: KioskConfig, frame: FrameBGR, reps: int) -> dict[str, Any]:
+    """insightface 2.1's reference on the same frame and model files: SCRFD.detect (same
+    det_size, threshold, max faces) + INSwapper.get(paste_back=True) per face, against ours
+    (``process_into`` with CPU paste-back, tracking off, sequential in this thread)."""
+    try:
+        from insightface.app.common import Face as IFace
+        from insightface.model_zoo.inswapper import INSwapper
+        from insightface.model_zoo.scrfd import SCRFD
+    except ImportError:
+        return {"error": "insightface is not installed"}
+    from kiosk.inference.sessions import create_session
+    from kiosk.pipeline import model_paths
+
+    paths = model_paths(cfg)
+    det_path, swap_path = paths["detector"], paths["swapper"]
+    assert det_path is not None and swap_path is not None
+    prov = cfg.models.providers
+    det_session, _ = create_session(det_path, prov, base_dir=cfg.base_dir)
+    swap_session, _ = create_session(swap_path, prov, base_dir=cfg.base_dir)
+    det = SCRFD(model_file=str(det_path), session=det_session)
+    size = cfg.processing.det_size
+    det.prepare(0, input_size=(size, size), det_thresh=cfg.processing.det_threshold)
+    with contextlib.redirect_stdout(sys.stderr):  # insightface prints the model's input shape
+        swapper = INSwapper(model_file=str(swap_path), session=swap_session)
+    source = IFace(embedding=np.ones(512, np.float32) / math.sqrt(512.0))
+
+    def reference() -> int:
+        bboxes, kpss = det.detect(frame, max_num=pipe.max_faces)
+        res = frame.copy()
+        for kps in kpss if kpss is not None else []:
+            res = swapper.get(res, IFace(kps=kps), source, paste_back=True)
+        return len(bboxes)
+
+    tracker = pipe.tracker
+    pipe.tracker = None  # the same work as the reference: a full detection every frame
+    out = np.empty_like(frame)
+    try:
+        ours_ms, ref_ms = [], []
+        reference()
+        pipe.process_into(frame, out)
+        for _ in range(reps):  # interleaved, so load on the machine hits both alike
+            a = time.perf_counter()
+            n_ref = reference()
+            b = time.perf_counter()
+            pipe.process_into(frame, out)
+            c = time.perf_counter()
+            ref_ms.append((b - a) * 1e3)
+            ours_ms.append((c - b) * 1e3)
+    finally:
+        pipe.tracker = tracker
+    ours, ref = float(np.median(ours_ms)), float(np.median(ref_ms))
+    return {
+        "faces": n_ref,
+        "ours_faces": pipe.times.faces,
+        "reps": reps,
+        "ours_ms_p50": round(ours, 2),
+        "insightface_ms_p50": round(ref, 2),
+        "ratio_ours_to_insightface": round(ours / ref, 3) if ref > 0 else math.nan,
+    }
+
+
+# -- configuration ----------------------------------------------------------------------------------
+def bench_config(
+    config: Path | None,
+    standins_dir: Path | None,
+    width: int,
+    height: int,
+    tracking: bool | None,
+    max_faces: int | None,
+) -> tuple[KioskConfig, bool]:
+    """The config to bench and whether the detector is the stand-in (white squares)."""
+    if config is not None:
+        cfg = load_config(config)
+    else:
+        cfg = KioskConfig.model_validate({"processing": {"max_faces": 6, "tracking": True}})
+    standin_detector = False
+    models = cfg.models
+    if standins_dir is not None:
+        from kiosk.inference.standins import make_all
+
+        make_all(standins_dir)
+        det = shared_file("models", "det_500m.onnx")
+        standin_detector = det is None
+        models = models.model_copy(
+            update={
+                "dir": str(standins_dir),
+                "detector": str(det) if det is not None else "det_10g.onnx",
+                "embedder": "w600k_r50.onnx",
+                "swapper": "inswapper_128.onnx",
+                "enhancer": "GFPGANv1.4.onnx",
+            }
+        )
+    proc_update: dict[str, Any] = {}
+    if tracking is not None:
+        proc_update["tracking"] = tracking
+    if max_faces is not None:
+        proc_update["max_faces"] = max_faces
+    display = cfg.display.model_copy(update={"width": width, "height": height})
+    cfg = cfg.model_copy(
+        update={
+            "models": models,
+            "processing": cfg.processing.model_copy(update=proc_update),
+            "display": display,
+            "source": cfg.source.model_copy(update={"mirror": False}),
+        }
+    )
+    return cfg, standin_detector
+
+
+def _build_pipeline(cfg: KioskConfig) -> SwapPipeline:
+    pipe = SwapPipeline.from_config(cfg)
+    src = cfg.processing.source_face
+    if src:
+        pipe.set_source(read_image(cfg.resolve(src)), key=str(src))
+    else:  # any unit latent: what it looks like does not change what it costs
+        pipe.use_latent(np.full((1, 512), 1.0 / math.sqrt(512.0), np.float32), "bench")
+    return pipe
+
+
+def run_bench(
+    cfg: KioskConfig,
+    frame: FrameBGR,
+    frames: int,
+    composite: str = "gpu",
+    camera_fps: float = 30.0,
+    insightface_reps: int = 0,
+    timeout_s: float = 0.0,
+) -> BenchResult:
+    """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames."""
+    from kiosk.app import KioskApp, RunOptions
+
+    t0 = time.perf_counter()
+    pipe = _build_pipeline(cfg)
+    load_ms = (time.perf_counter() - t0) * 1e3
+    warm = dict(pipe.warmup_ms)
+    warm["load_total"] = load_ms
+    proc = BenchProcessor(pipe, composite, capacity=frames)
+
+    def factory() -> Processor:
+        return proc
+
+    limit = timeout_s or max(60.0, frames * 2.0)
+    app = KioskApp(
+        cfg,
+        RunOptions(headless=True, seconds=limit),
+        source_factory=lambda: StillSource(frame, camera_fps),
+        processor_factory=factory,
+    )
+    stop_watch = threading.Event()
+
+    def watch() -> None:
+        while not stop_watch.wait(0.05):
+            if proc.done.is_set():
+                app.stop.set()
+                return
+
+    watcher = threading.Thread(target=watch, name="bench-watch", daemon=True)
+    watcher.start()
+    try:
+        app.run()
+    finally:
+        stop_watch.set()
+        watcher.join(1.0)
+    stats = app.stats()
+    stages, overhead = summarise(proc)
+    alloc = measure_allocation(pipe, frame, paste=composite == "cpu")
+    h, w = frame.shape[:2]
+    prov = cfg.models.providers
+    result = BenchResult(
+        machine={
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "load_avg_1m": round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None,
+            "provider": pipe.provider,
+            "gpu_requested": pipe.gpu_requested,
+        },
+        setup={
+            "frame": f"{w}x{h}",
+            "frames_measured": proc.count,
+            "camera_fps": camera_fps,
+            "composite": composite,
+            "tracking": pipe.tracker is not None,
+            "detect_every": cfg.processing.detect_every if pipe.tracker is not None else 1,
+            "det_size": pipe.detector.det_size,
+            "roi_det_size": pipe._roi_detector.det_size if pipe._roi_detector is not None else None,
+            "max_faces": pipe.max_faces,
+            "detector": Path(pipe.detector.path).name,
+            "iobinding": prov.iobinding,
+            "cuda_graph": prov.cuda_graph,
+            "display_max_fps": cfg.display.max_fps,
+        },
+        stages_ms=stages,
+        overhead=overhead,
+        runtime={
+            "fps": stats["fps"],
+            "latency_ms": {
+                "capture_to_display_p50": stats["latency_ms"]["capture_to_display_p50"],
+                "capture_to_display_p95": stats["latency_ms"]["capture_to_display_p95"],
+                "process_p50": stats["latency_ms"]["process_p50"],
+                "process_p95": stats["latency_ms"]["process_p95"],
+            },
+            "dropped": stats["dropped"],
+            "frames": stats["frames"],
+            "duration_s": stats["duration_s"],
+        },
+        allocation=alloc,
+        warmup_ms={k: round(v, 1) for k, v in warm.items()},
+    )
+    if insightface_reps > 0:
+        result.insightface = compare_insightface(pipe, cfg, frame, insightface_reps)
+    return result
+
+
+def format_report(r: BenchResult) -> str:
+    s, m = r.setup, r.machine
+    lines = [
+        f"kiosk bench: {s['frame']}, {s['frames_measured']} frames measured, {s['composite']} composite, "
+        f"tracking {'on (full detection every ' + str(s['detect_every']) + ')' if s['tracking'] else 'off'}",
+        f"machine: {m['cpu']}, {m['cores']} cores, load {m['load_avg_1m']}, provider {m['provider']}"
+        + (
+            f" (requested {m['gpu_requested']}: FALLBACK)"
+            if m["gpu_requested"] and m["provider"] != m["gpu_requested"]
+            else ""
+        ),
+        f"models: detector {s['detector']} at {s['det_size']}"
+        + (f" (regions at {s['roi_det_size']})" if s["roi_det_size"] else "")
+        + f", iobinding {s['iobinding']}, faces {r.overhead['faces_mean']:g} per frame",
+        "",
+        "stage (ms per frame)     p50      p95",
+    ]
+    for name in STAGES:
+        v = r.stages_ms[name]
+        lines.append(f"  {name:<20} {v['p50']:8.2f} {v['p95']:8.2f}")
+    o = r.overhead
+    lines += [
+        "",
+        f"outside session.run: {o['per_frame_ms_p50']:.2f} ms/frame p50 ({o['per_frame_ms_p95']:.2f} p95); "
+        f"per face {o['per_face_ms_p50']:.2f} ms p50 ({o['per_face_ms_p95']:.2f} p95); "
+        f"detection pre/post-processing {o['detection_ms_p50']:.2f} ms p50",
+        f"share of processing time inside session.run: {100 * o['session_share']:.1f} %; "
+        f"full-frame detections on {100 * o['full_detection_share']:.0f} % of frames",
+    ]
+    rt = r.runtime
+    fps, lat, drop = rt["fps"], rt["latency_ms"], rt["dropped"]
+    lines += [
+        f"threads: capture {fps['capture']:.1f} fps, processing {fps['processing']:.1f} fps, "
+        f"render {fps['render']:.1f} fps (display cap {s['display_max_fps']:g})",
+        f"latency capture→display: p50 {lat['capture_to_display_p50']} ms, p95 {lat['capture_to_display_p95']} ms; "
+        f"dropped: capture→processing {drop['capture_to_processing']}, processing→display {drop['processing_to_display']}",
+    ]
+    a = r.allocation
+    lines.append(
+        f"allocation (tracemalloc, {a['frames']:g} frames): largest within a frame {a['peak_bytes_per_frame'] / 1024:.1f} KiB, "
+        f"net {a['net_bytes_per_frame']:.0f} B/frame (a frame is {a['frame_bytes'] / 1024:.0f} KiB)"
+    )
+    if r.warmup_ms:
+        lines.append("warm-up ms: " + ", ".join(f"{k} {v:.0f}" for k, v in r.warmup_ms.items()))
+    ins = r.insightface
+    if ins:
+        if "error" in ins:
+            lines.append(f"insightface: {ins['error']}")
+        else:
+            lines.append(
+                f"insightface 2.1 reference (detect + get(paste_back=True) per face, {ins['faces']} faces): "
+                f"{ins['insightface_ms_p50']:.1f} ms/frame; ours (CPU paste-back, no tracking) "
+                f"{ins['ours_ms_p50']:.1f} ms/frame; ratio ours/insightface {ins['ratio_ours_to_insightface']:.3f}"
+            )
+    return "\n".join(lines)
+
+
+# -- command ---------------------------------------------------------------------------------------
+def cmd_bench(args: Any) -> int:
+    """``kiosk bench`` (arguments from :mod:`kiosk.bench_cli`)."""
+    logging.basicConfig(
+        level=logging.WARNING if args.json else logging.INFO, format="%(levelname)s %(message)s"
+    )
+    width, height = (int(v) for v in args.size.lower().split("x"))
+    tmp: tempfile.TemporaryDirectory[str] | None = None
+    standins_dir = None
+    if args.standins:
+        tmp = tempfile.TemporaryDirectory(prefix="kiosk-bench-")
+        standins_dir = Path(tmp.name)
+    try:
+        config = Path(args.config) if args.config else None
+        if config is None and not args.standins:
+            default = Path("configs/default.yaml")
+            config = default if default.is_file() else None
+        cfg, standin_detector = bench_config(
+            config,
+            standins_dir,
+            width,
+            height,
+            None if args.tracking is None else args.tracking,
+            args.max_faces,
+        )
+        if args.cpu:
+            prov = cfg.models.providers.model_copy(update={"order": ["cpu"]})
+            cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"providers": prov})})
+        frame = faces_frame(width, height, white_squares=standin_detector)
+        results = []
+        for composite in args.composite:
+            r = run_bench(
+                cfg,
+                frame,
+                args.frames,
+                composite=composite,
+                camera_fps=args.camera_fps,
+                insightface_reps=args.insightface_reps if args.compare_insightface else 0,
+            )
+            results.append(r)
+            if not args.json:
+                print(format_report(r), flush=True)
+                print()
+        if args.json:
+            out = [r.as_dict() for r in results]
+            print(json.dumps(out[0] if len(out) == 1 else out, indent=2))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
+    return 0

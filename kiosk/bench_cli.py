@@ -1,0 +1,51 @@
+"""``kiosk bench``: argument parsing only; the work is in :mod:`kiosk.bench` (imported when run)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kiosk.bench import cmd_bench
+
+    return cmd_bench(args)
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser(
+        "bench",
+        help="run the threaded runtime headless and print per-stage timings, fps, latency, allocations",
+        description="Runs the capture, inference and (headless) render threads on a synthetic frame with "
+        "faces and prints per-stage ms (p50/p95), thread rates, capture-to-display latency, dropped "
+        "frames, allocations per frame and the share of time inside session.run.",
+    )
+    p.add_argument(
+        "--config", "-c", help="YAML config (models, providers, processing); default configs/default.yaml"
+    )
+    p.add_argument("--frames", type=int, default=200, help="processed frames to measure (default 200)")
+    p.add_argument("--size", default="1280x720", help="frame size WxH (default 1280x720)")
+    p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument(
+        "--standins",
+        action="store_true",
+        help="generate stand-in models into a temporary folder (real det_500m from ../shared/models if present)",
+    )
+    p.add_argument(
+        "--composite",
+        nargs="+",
+        choices=("gpu", "cpu"),
+        default=["gpu"],
+        help="gpu: crops + affines for the shader (paste=False); cpu: paste-back on the CPU; both: one run each",
+    )
+    p.add_argument("--tracking", dest="tracking", action="store_true", default=None, help="force tracking on")
+    p.add_argument("--no-tracking", dest="tracking", action="store_false", help="force tracking off")
+    p.add_argument("--max-faces", type=int, default=None, help="override processing.max_faces")
+    p.add_argument("--camera-fps", type=float, default=30.0, help="rate of the synthetic camera (default 30)")
+    p.add_argument("--cpu", action="store_true", help="run the models on the CPU provider only")
+    p.add_argument(
+        "--compare-insightface",
+        action="store_true",
+        help="also time insightface's reference (detect + INSwapper paste-back) on the same frame and models",
+    )
+    p.add_argument("--insightface-reps", type=int, default=10, help="frames for the insightface comparison")
+    p.set_defaults(func=_run)
