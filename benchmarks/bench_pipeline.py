@@ -27,7 +27,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
 
 from kiosk.config import KioskConfig, ModelsConfig, ProcessingConfig, ProvidersConfig  # noqa: E402
 from kiosk.inference.paste import PasteBack  # noqa: E402
@@ -63,7 +62,7 @@ def main() -> int:
         models_dir = Path(args.models_dir)
         kind = "real"
     else:
-        import standins
+        from kiosk.inference import standins
 
         models_dir = Path(tempfile.mkdtemp(prefix="bench_models_"))
         standins.make_all(models_dir)

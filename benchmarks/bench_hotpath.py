@@ -1,0 +1,149 @@
+"""Side-by-side: the pipeline's hot path now vs. at an earlier commit, on the same frame and models.
+
+The earlier tree is extracted with ``git archive`` into a temporary folder; each version runs in its
+own subprocess, alternately, several rounds (so the load other jobs put on the machine hits both
+alike), and reports the median ms per frame of ``SwapPipeline.process_into`` with CPU paste-back,
+the time inside ONNX Runtime (``InferenceSession.run`` / ``run_with_iobinding``, timed by the same
+wrapper in both) and the difference: the pipeline's own overhead.
+
+    .venv/bin/python benchmarks/bench_hotpath.py [--before b982620] [--size 1920x1080] [--rounds 5]
+
+Models: stand-ins (:mod:`kiosk.inference.standins`) with the real ``det_500m`` from ../shared/models
+when present. Frame: insightface's t1.jpg (six faces) scaled into the frame.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+
+WORKER = r"""
+import json, sys, time
+import numpy as np
+import onnxruntime as ort
+
+spent = [0.0]
+def timed(fn):
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            spent[0] += time.perf_counter() - t0
+    return wrapper
+ort.InferenceSession.run = timed(ort.InferenceSession.run)
+ort.InferenceSession.run_with_iobinding = timed(ort.InferenceSession.run_with_iobinding)
+
+from pathlib import Path
+from kiosk.config import KioskConfig
+from kiosk.pipeline import SwapPipeline
+models, det, frame_path, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+cfg = KioskConfig.model_validate({
+    "models": {"dir": models, "detector": det, "providers": {"order": ["cpu"]}},
+    "processing": {"max_faces": 8},
+    "base_dir": models,
+})
+pipe = SwapPipeline.from_config(cfg)
+latent = np.full((1, 512), 512 ** -0.5, np.float32)
+if hasattr(pipe, "use_latent"):
+    pipe.use_latent(latent, "bench")
+else:
+    pipe._latent = latent
+frame = np.load(frame_path)
+out = np.empty_like(frame)
+for _ in range(5):
+    pipe.process_into(frame, out)
+totals, sessions = [], []
+for _ in range(n):
+    spent[0] = 0.0
+    t0 = time.perf_counter()
+    pipe.process_into(frame, out)
+    totals.append((time.perf_counter() - t0) * 1e3)
+    sessions.append(spent[0] * 1e3)
+print(json.dumps({"total": totals, "session": sessions, "faces": pipe.times.faces}))
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--before", default="b982620", help="commit to compare with (default: before the lean hot path)"
+    )
+    ap.add_argument("--size", default="1920x1080")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--frames", type=int, default=30, help="frames per round and version")
+    args = ap.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from kiosk.bench import faces_frame, shared_file
+    from kiosk.inference.standins import make_all
+
+    w, h = (int(v) for v in args.size.split("x"))
+    with tempfile.TemporaryDirectory(prefix="bench_hotpath_") as tmp_name:
+        tmp = Path(tmp_name)
+        make_all(tmp / "models")
+        det = shared_file("models", "det_500m.onnx")
+        det_arg = str(det) if det is not None else "det_10g.onnx"
+        frame = faces_frame(w, h, white_squares=det is None)
+        np.save(tmp / "frame.npy", frame)
+        before = tmp / "before"
+        before.mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.before, "kiosk"], check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
+        runs: dict[str, dict[str, list[float]]] = {"before": {}, "now": {}}
+        faces = {}
+        for _ in range(args.rounds):
+            for name, path in (("before", before), ("now", ROOT)):
+                env = dict(os.environ, PYTHONPATH=str(path))
+                res = subprocess.run(
+                    [
+                        sys.executable,
+                        "-c",
+                        WORKER,
+                        str(tmp / "models"),
+                        det_arg,
+                        str(tmp / "frame.npy"),
+                        str(args.frames),
+                    ],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                    cwd=str(tmp),
+                )
+                data = json.loads(res.stdout.strip().splitlines()[-1])
+                faces[name] = data["faces"]
+                for key in ("total", "session"):
+                    runs[name].setdefault(key, []).extend(data[key])
+    print(
+        f"frame {w}x{h}, faces {faces}, {args.rounds} alternating rounds x {args.frames} frames, load {os.getloadavg()[0]:.1f}"
+    )
+    print("version   total p50   session p50   outside p50   outside/face")
+    med = {}
+    for name in ("before", "now"):
+        t = np.array(runs[name]["total"])
+        s = np.array(runs[name]["session"])
+        o = t - s
+        med[name] = (np.median(t), np.median(s), np.median(o))
+        print(
+            f"{name:<8} {np.median(t):9.2f}   {np.median(s):11.2f}   {np.median(o):11.2f}   {np.median(o) / max(faces[name], 1):11.2f}"
+        )
+    print(
+        f"ratio now/before: total {med['now'][0] / med['before'][0]:.3f}, "
+        f"outside session.run {med['now'][2] / med['before'][2]:.3f}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
