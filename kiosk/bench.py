@@ -77,10 +77,11 @@ def shared_file(*parts: str) -> Path | None:
     return None
 
 
-def faces_frame(width: int, height: int, white_squares: bool = False) -> FrameBGR:
-    """The bench frame: insightface's t1.jpg (six faces) scaled to ``height`` and centred; or,
-    for the stand-in detector (or without insightface), grey texture with six white squares."""
-    photo_path = None if white_squares else _insightface_image("t1.jpg")
+def faces_frame(width: int, height: int, white_squares: bool = False, photo: Path | None = None) -> FrameBGR:
+    """The bench frame: ``photo`` (default insightface's t1.jpg, six faces) scaled to ``height``
+    and centred; or, for the stand-in detector (or without insightface), grey texture with six
+    white squares."""
+    photo_path = None if white_squares else (photo or _insightface_image("t1.jpg"))
     if photo_path is None:
         from kiosk.inference.standins import white_square_frame
 
@@ -89,10 +90,10 @@ def faces_frame(width: int, height: int, white_squares: bool = False) -> FrameBG
         ys = (int(0.2 * height), int(0.6 * height))
         squares = tuple((int(x), y, side) for y in ys for x in xs)
         return white_square_frame(height, width, squares)
-    photo = read_image(photo_path)
-    scale = height / photo.shape[0]
-    new_w = min(width, int(round(photo.shape[1] * scale)))
-    big = cv2.resize(photo, (new_w, height), interpolation=cv2.INTER_AREA)
+    image = read_image(photo_path)
+    scale = height / image.shape[0]
+    new_w = min(width, int(round(image.shape[1] * scale)))
+    big = cv2.resize(image, (new_w, height), interpolation=cv2.INTER_AREA)
     frame = np.zeros((height, width, 3), np.uint8)
     x0 = (width - new_w) // 2
     frame[:, x0 : x0 + new_w] = big
@@ -575,7 +576,9 @@ def cmd_bench(args: Any) -> int:
         if args.cpu:
             prov = cfg.models.providers.model_copy(update={"order": ["cpu"]})
             cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"providers": prov})})
-        frame = faces_frame(width, height, white_squares=standin_detector)
+        frame = faces_frame(
+            width, height, white_squares=standin_detector, photo=Path(args.photo) if args.photo else None
+        )
         results = []
         for composite in args.composite:
             r = run_bench(

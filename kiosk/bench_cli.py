@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--tracking", dest="tracking", action="store_true", default=None, help="force tracking on")
     p.add_argument("--no-tracking", dest="tracking", action="store_false", help="force tracking off")
     p.add_argument("--max-faces", type=int, default=None, help="override processing.max_faces")
+    p.add_argument(
+        "--photo", help="photo the synthetic camera shows (default: insightface's t1.jpg, six faces)"
+    )
     p.add_argument("--camera-fps", type=float, default=30.0, help="rate of the synthetic camera (default 30)")
     p.add_argument("--cpu", action="store_true", help="run the models on the CPU provider only")
     p.add_argument(
