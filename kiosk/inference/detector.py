@@ -82,7 +82,8 @@ class FaceDetector:
             session, provider, iobinding=iobinding, device_id=device_id, output_names=self.output_names
         )
         self._blob = np.zeros((1, 3, self.det_size, self.det_size), np.float32)
-        self._resized = np.zeros((1, 1, 3), np.uint8)
+        self._resize_buf = np.zeros(self.det_size * self.det_size * 3, np.uint8)
+        self._resized = self._resize_buf[:3].reshape(1, 1, 3)
         self._letterbox_key: tuple[int, int] | None = None
         self._anchor_cache: dict[tuple[int, int, int], NDArray[np.float32]] = {}
 
@@ -122,8 +123,10 @@ class FaceDetector:
         new_w, new_h = max(new_w, 1), max(new_h, 1)
         spec = self.spec
         if self._letterbox_key != (h, w):
+            # A new frame size (camera change, a region cut by the frame edge, a source photo):
+            # a contiguous view of the one resize buffer, and the padding written again.
             self._letterbox_key = (h, w)
-            self._resized = np.zeros((new_h, new_w, 3), np.uint8)
+            self._resized = self._resize_buf[: new_h * new_w * 3].reshape(new_h, new_w, 3)
             self._blob.fill(np.float32((0.0 - spec.mean) * np.float32(1.0 / spec.std)))
         if (new_h, new_w) == (h, w):
             resized = frame_bgr  # already the input size (a region crop): no resize, no copy
