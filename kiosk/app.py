@@ -436,7 +436,7 @@ class KioskApp:
                     break
                 result = self.result_buf.read()
                 if result is not None:
-                    renderer.set_frame(result.frame_bgr)
+                    renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
                     self._last_notice = result.notice
                     self._t_last_result = time.perf_counter()
                 now = time.perf_counter()

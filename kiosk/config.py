@@ -94,6 +94,10 @@ class DisplayConfig(_Section):
         le=1000,
         description="Cap on the render rate when not paced by vsync (headless); 0: no cap.",
     )
+    composite: Literal["gpu", "cpu"] = Field(
+        "gpu",
+        description="Where swapped faces are pasted onto the camera picture: gpu (composite shader) or cpu.",
+    )
     text_scale: float = Field(1.0, gt=0.1, le=10, description="Multiplier for on-screen text size.")
 
 

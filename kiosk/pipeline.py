@@ -590,6 +590,7 @@ class PipelineProcessor:
             out.notice = f"swap error: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
             return
         out.faces[:] = faces
+        out.faces_pasted = True
         out.notice = self.notice
 
 

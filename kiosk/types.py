@@ -58,6 +58,8 @@ class SwapResult:
     t_capture: float = 0.0
     t_processed: float = 0.0
     faces: list[SwappedFace] = field(default_factory=list)
+    #: True when ``frame_bgr`` already has the faces pasted in (CPU); False: the renderer composites them.
+    faces_pasted: bool = False
     #: Faces the detector saw in this frame; -1 when no detection ran (pass-through).
     faces_detected: int = -1
     #: Short human message from the processing stage (e.g. "models missing: run kiosk models fetch").

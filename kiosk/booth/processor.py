@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
+
 from kiosk.booth.controls import ControlState
 from kiosk.booth.faces import FaceLibrary, ModelDigests
 from kiosk.config import KioskConfig
@@ -36,6 +38,7 @@ class BoothProcessor:
         self.library = library
         self.controls = controls
         self.rescan_s = cfg.faces.rescan_s
+        self.gpu_composite = cfg.display.composite == "gpu"
         self.model_digest = model_digest
         fallback = " — GPU FALLBACK" if pipe.gpu_fallback else ""
         self.name = f"swap ({pipe.provider}{fallback})"
@@ -63,8 +66,14 @@ class BoothProcessor:
         if self.pipe.source_key != entry.key:
             self.pipe.use_latent(entry.latent, entry.key)
         self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
-        faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
+        if self.gpu_composite:
+            # The renderer pastes the crops in its shader; publish the camera frame as it is.
+            faces = self.pipe.process_into(frame_bgr, None, paste=False, reuse=out.faces)
+            np.copyto(out.frame_bgr, frame_bgr)
+        else:
+            faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
         out.faces[:] = faces
+        out.faces_pasted = not self.gpu_composite
         out.faces_detected = self.pipe.times.faces
         out.notice = self.notice
 
