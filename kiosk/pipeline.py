@@ -95,8 +95,9 @@ def read_image(path: str | Path) -> FrameBGR:
     return np.asarray(img, dtype=np.uint8)
 
 
-def open_detector(cfg: KioskConfig) -> FaceDetector:
-    """Only the configured detector (what ``kiosk detect`` needs)."""
+def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetector:
+    """Only the configured detector (what ``kiosk detect`` needs). ``max_faces``: 0 keeps every
+    face above the threshold; None uses ``processing.max_faces``."""
     p = model_paths(cfg)["detector"]
     assert p is not None
     prov = cfg.models.providers
@@ -109,7 +110,7 @@ def open_detector(cfg: KioskConfig) -> FaceDetector:
         used,
         proc.det_size,
         proc.det_threshold,
-        proc.max_faces,
+        proc.max_faces if max_faces is None else max_faces,
         iobinding=prov.iobinding,
         device_id=prov.device_id,
     )

@@ -53,7 +53,7 @@ def _cmd_detect(args: argparse.Namespace) -> int:
 
     cfg = _config(args.config)
     image = read_image(args.image)
-    detector = open_detector(cfg)
+    detector = open_detector(cfg, max_faces=0)  # report every face, not only those the kiosk swaps
     faces = detector.detect(image)
     if args.json:
         data = [
