@@ -14,11 +14,10 @@ import onnx
 from numpy.typing import NDArray
 from onnx import numpy_helper
 
-from kiosk.inference.align import align_matrix, warp_crop
+from kiosk.inference.crop_model import AlignedCropModel
 from kiosk.inference.errors import ModelCorruptError, ModelSignatureError
-from kiosk.inference.kernels import hwc_to_planar, planar_to_bgr
-from kiosk.inference.sessions import SessionRunner
-from kiosk.inference.specs import ModelSpec, check_signature
+from kiosk.inference.kernels import planar_to_bgr
+from kiosk.inference.specs import ModelSpec
 from kiosk.types import Affine2x3, Embedding, FrameBGR, Landmarks5
 
 
@@ -42,8 +41,11 @@ def load_emap(path: str | Path) -> NDArray[np.float32]:
     return emap
 
 
-class InSwapper:
+class InSwapper(AlignedCropModel):
     """``swap(frame_bgr, kps, latent)`` → (128x128 BGR crop, frame→crop 2x3 matrix)."""
+
+    default_size_px = 128
+    default_template = "arcface_128"
 
     def __init__(
         self,
@@ -55,22 +57,10 @@ class InSwapper:
         iobinding: bool = True,
         device_id: int = 0,
     ) -> None:
-        check_signature(spec, session, path)
-        self.session = session
-        self.spec = spec
-        self.provider = provider
+        super().__init__(session, spec, path, provider, iobinding=iobinding, device_id=device_id)
         self.emap = load_emap(path)
-        inputs = session.get_inputs()
-        self.target_name, self.source_name = inputs[0].name, inputs[1].name
-        self.output_name = session.get_outputs()[0].name
-        self.runner = SessionRunner(
-            session, provider, iobinding=iobinding, device_id=device_id, output_names=[self.output_name]
-        )
-        self._dtype = np.float16 if inputs[0].type == "tensor(float16)" else np.float32
-        self.size_px = int(spec.crop_size_px or 128)
-        self._crop = np.zeros((self.size_px, self.size_px, 3), np.uint8)
-        self._blob = np.zeros((1, 3, self.size_px, self.size_px), np.float32)
-        self._feed = self._blob if self._dtype == np.float32 else self._blob.astype(self._dtype)
+        self.target_name = self.input_name
+        self.source_name = session.get_inputs()[1].name
         self._latent_of: NDArray[np.float32] | None = None
         self._latent_feed = np.zeros((1, 512), self._dtype)
 
@@ -83,12 +73,7 @@ class InSwapper:
 
     def align(self, frame_bgr: FrameBGR, kps: Landmarks5) -> Affine2x3:
         """Warp the target face into the reused 128 crop and input blob; return the frame→crop matrix."""
-        m = align_matrix(kps, self.spec.template or "arcface_128", self.size_px)
-        warp_crop(frame_bgr, m, self.size_px, out=self._crop)
-        hwc_to_planar(self._crop, self._blob[0], rgb=True, mean=0.0, std=self.spec.std)
-        if self._feed is not self._blob:
-            np.copyto(self._feed, self._blob, casting="same_kind")
-        return m
+        return self._load_crop(frame_bgr, kps, rgb=True, mean=0.0, std=self.spec.std)
 
     def infer(self, latent: NDArray[np.float32]) -> NDArray[np.float32]:
         """Run the model on the aligned blob: (1,3,128,128) RGB in [0,1]. With IOBinding the array
