@@ -1,4 +1,4 @@
-"""Shared fixtures: a private Xvfb server for real-window tests."""
+"""Shared fixtures: a headless GL context, and a private Xvfb server for real-window tests."""
 
 from __future__ import annotations
 
@@ -6,8 +6,27 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    import moderngl
+
+
+@pytest.fixture(scope="module")
+def ctx() -> Iterator[moderngl.Context]:
+    """A headless (EGL, Mesa) OpenGL 3.3 context for one test module; skips where there is none."""
+    import moderngl
+
+    from kiosk.render.window import release_standalone_context
+
+    try:
+        context = moderngl.create_standalone_context(require=330, backend="egl")
+    except Exception as exc:  # no libEGL / no Mesa
+        pytest.skip(f"EGL OpenGL 3.3 context unavailable: {exc}")
+    yield context
+    release_standalone_context(context)
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import cv2
 import moderngl
@@ -14,20 +13,9 @@ from kiosk.config import DisplayConfig
 from kiosk.inference.paste import PasteBack, feather_mask
 from kiosk.render.composite import MAX_FACES
 from kiosk.render.renderer import Renderer
-from kiosk.render.window import release_standalone_context
 from kiosk.types import Face, SwappedFace
 
 pytestmark = pytest.mark.gl
-
-
-@pytest.fixture(scope="module")
-def ctx() -> Iterator[moderngl.Context]:
-    try:
-        context = moderngl.create_standalone_context(require=330, backend="egl")
-    except Exception as exc:  # no libEGL / no Mesa
-        pytest.skip(f"EGL OpenGL 3.3 context unavailable: {exc}")
-    yield context
-    release_standalone_context(context)
 
 
 def textured(h: int, w: int, seed: int) -> np.ndarray:

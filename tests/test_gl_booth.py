@@ -11,7 +11,6 @@ import pytest
 from kiosk.config import DisplayConfig
 from kiosk.render.booth_ui import TRANSITION_S, BoothView, FaceThumb
 from kiosk.render.renderer import OverlayState, Renderer
-from kiosk.render.window import release_standalone_context
 
 pytestmark = pytest.mark.gl
 
@@ -19,16 +18,6 @@ GREY = 128
 #: Thumbnail colours (RGB); every tile is one flat colour so it can be found in the picture.
 COLOURS = [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 0, 255), (0, 255, 255), (255, 255, 0)]
 ACCENT = (255, 199, 61)  # booth_layer.ACCENT in 8 bits
-
-
-@pytest.fixture(scope="module")
-def ctx() -> Iterator[moderngl.Context]:
-    try:
-        context = moderngl.create_standalone_context(require=330, backend="egl")
-    except Exception as exc:  # no libEGL / no Mesa
-        pytest.skip(f"EGL OpenGL 3.3 context unavailable: {exc}")
-    yield context
-    release_standalone_context(context)
 
 
 def faces(n: int = 6, tag: str = "") -> list[FaceThumb]:

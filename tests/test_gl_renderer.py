@@ -2,29 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import moderngl
 import numpy as np
 import pytest
 
 from kiosk.config import DisplayConfig
 from kiosk.render.renderer import OverlayState, Renderer
-from kiosk.render.window import OffscreenSurface, open_surface, release_standalone_context
+from kiosk.render.window import OffscreenSurface, open_surface
 
 pytestmark = pytest.mark.gl
 
 RED, GREEN, BLUE, WHITE, BLACK = (255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255), (0, 0, 0)
-
-
-@pytest.fixture(scope="module")
-def ctx() -> Iterator[moderngl.Context]:
-    try:
-        context = moderngl.create_standalone_context(require=330, backend="egl")
-    except Exception as exc:  # no libEGL / no Mesa
-        pytest.skip(f"EGL OpenGL 3.3 context unavailable: {exc}")
-    yield context
-    release_standalone_context(context)
 
 
 def quadrants_bgr(w: int = 200, h: int = 100) -> np.ndarray:
