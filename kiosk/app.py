@@ -254,8 +254,12 @@ class KioskApp:
         allow = self.cfg.controls.allow_quit
         if allow is not None:
             return allow
-        # Booth (fullscreen): only a deliberate combination; a window: any quit binding.
-        return not self.cfg.display.fullscreen or "+" in key
+        # Booth (fullscreen): only a key combination bound to quit as such (CTRL+SHIFT+Q), not a
+        # plain key nor a plain binding pressed with a modifier; a window: any quit binding.
+        if not self.cfg.display.fullscreen:
+            return True
+        combos = {k.upper() for k in self.cfg.controls.keyboard.get("quit", []) if "+" in k}
+        return key.upper() in combos
 
     def _handle_input(self, keys: list[str]) -> None:
         actions = [(key, a) for key in keys for a in self.keyboard.actions([key])]

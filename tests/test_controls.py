@@ -146,3 +146,32 @@ def test_gamepad_hot_plug():
 def test_gamepad_rejects_unknown_buttons():
     with pytest.raises(ValueError, match="unknown gamepad button"):
         GamepadInput(FakePads(), {"next_face": ["TRIGGER_9"]})
+
+
+def _app(fullscreen: bool, allow_quit: str = "null"):
+    from kiosk.app import KioskApp, RunOptions
+    from kiosk.config import parse_config
+
+    cfg = parse_config(
+        f"display: {{fullscreen: {str(fullscreen).lower()}}}\ncontrols: {{allow_quit: {allow_quit}}}\n"
+        "processing: {enabled: false}\n",
+        "k.yaml",
+    )
+    return KioskApp(cfg, RunOptions(headless=True))
+
+
+@pytest.mark.parametrize(
+    ("fullscreen", "allow_quit", "key", "quits"),
+    [
+        (False, "null", "ESCAPE", True),  # a window: Esc quits
+        (True, "null", "ESCAPE", False),  # booth: a visitor's Esc does nothing
+        (True, "null", "SHIFT+ESCAPE", False),  # nor Esc with a modifier
+        (True, "null", "CTRL+SHIFT+Q", True),  # the deliberate combination
+        (True, "true", "ESCAPE", True),
+        (False, "false", "CTRL+SHIFT+Q", False),
+    ],
+)
+def test_quit_policy(fullscreen, allow_quit, key, quits):
+    app = _app(fullscreen, allow_quit)
+    app._handle_input([key])
+    assert app.stop.is_set() is quits
