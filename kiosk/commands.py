@@ -9,7 +9,7 @@ import logging.handlers
 import sys
 from pathlib import Path
 
-from kiosk.config import ConfigError, KioskConfig, config_table, dump_config, load_config
+from kiosk.config import ConfigError, KioskConfig, config_table, default_config_path, dump_config, load_config
 
 log = logging.getLogger("kiosk")
 
@@ -40,7 +40,8 @@ def _load_or_report(path: str) -> KioskConfig | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from kiosk.app import KioskApp, RunOptions
 
-    cfg = _load_or_report(args.config)
+    config_path = args.config or str(default_config_path())
+    cfg = _load_or_report(config_path)
     if cfg is None:
         return 2
     setup_logging(cfg)
@@ -56,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from kiosk.render.window import DisplayError
 
     try:
-        return KioskApp(cfg, opts, config_path=Path(args.config)).run()
+        return KioskApp(cfg, opts, config_path=Path(config_path)).run()
     except DisplayError as exc:
         print(f"kiosk: {exc}", file=sys.stderr)
         return 3
@@ -85,7 +86,12 @@ def cmd_config_doc(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run the kiosk (window, fullscreen or headless)")
-    run.add_argument("--config", "-c", default="configs/default.yaml", help="YAML config file")
+    run.add_argument(
+        "--config",
+        "-c",
+        default=None,
+        help="YAML config (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+    )
     run.add_argument("--headless", action="store_true", help="render offscreen (EGL), no window")
     run.add_argument("--frames", type=int, default=0, help="exit after N rendered frames")
     run.add_argument("--seconds", type=float, default=0.0, help="exit after S seconds")

@@ -411,6 +411,23 @@ def parse_config(text: str, path: str = "<config>", base_dir: Path | None = None
     return cfg.model_copy(update={"base_dir": base_dir or Path.cwd()})
 
 
+#: Where an installed booth keeps its config (deploy/install.sh).
+SYSTEM_CONFIG = Path("/etc/faceswap-kiosk/kiosk.yaml")
+
+
+def default_config_path() -> Path:
+    """The config used when none is named: ``$KIOSK_CONFIG``, else the installed booth config,
+    else the repository's ``configs/default.yaml``."""
+    env = os.environ.get("KIOSK_CONFIG")
+    if env:
+        return Path(env)
+    if SYSTEM_CONFIG.exists():
+        return SYSTEM_CONFIG
+    from kiosk import PROJECT_ROOT
+
+    return PROJECT_ROOT / "configs" / "default.yaml"
+
+
 def load_config(path: str | Path) -> KioskConfig:
     """Read and validate the YAML file at ``path``."""
     p = Path(path)

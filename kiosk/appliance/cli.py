@@ -7,7 +7,8 @@ from pathlib import Path
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from kiosk.appliance.doctor import default_config_path, make_context, print_report, run_checks
+    from kiosk.appliance.doctor import make_context, print_report, run_checks
+    from kiosk.config import default_config_path
 
     path = Path(args.config) if args.config else default_config_path()
     ctx = make_context(path, headless=args.headless, camera_seconds=args.camera_seconds)

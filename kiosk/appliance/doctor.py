@@ -35,7 +35,6 @@ from kiosk.config import ConfigError, KioskConfig, load_config
 Severity = Literal["error", "warning"]
 
 #: Where install.sh puts the booth's config; preferred when it exists.
-SYSTEM_CONFIG = Path("/etc/faceswap-kiosk/kiosk.yaml")
 GIB = 1024**3
 #: Free space below this is an error (the models need ~1.1 GB; logs and engine caches grow).
 DISK_ERROR_BYTES = 1 * GIB
@@ -131,16 +130,6 @@ class Report:
                 verdict += f" (and {len(self.warnings)} warning(s))"
         lines.append(verdict + ".")
         return "\n".join(lines)
-
-
-def default_config_path() -> Path:
-    """``$KIOSK_CONFIG``, else the installed booth config, else the repository's default."""
-    env = os.environ.get("KIOSK_CONFIG")
-    if env:
-        return Path(env)
-    if SYSTEM_CONFIG.exists():
-        return SYSTEM_CONFIG
-    return PROJECT_ROOT / "configs" / "default.yaml"
 
 
 def _resolve(cfg: KioskConfig, path: str | Path) -> Path:

@@ -13,12 +13,10 @@ from typing import Any
 
 import cv2
 
-from kiosk.config import ConfigError, KioskConfig, load_config
+from kiosk.config import ConfigError, KioskConfig, default_config_path, load_config
 from kiosk.inference.errors import ImageError, ModelError, NoFaceError
 from kiosk.inference.fetch import FetchError, check_file, fetch_model
 from kiosk.inference.specs import spec_for_file
-
-DEFAULT_CONFIG = Path("configs/default.yaml")
 
 
 class _CliError(Exception):
@@ -28,8 +26,9 @@ class _CliError(Exception):
 def _config(path: str | None) -> KioskConfig:
     if path:
         return load_config(path)
-    if DEFAULT_CONFIG.is_file():
-        return load_config(DEFAULT_CONFIG)
+    default = default_config_path()
+    if default.is_file():
+        return load_config(default)
     return KioskConfig()
 
 
@@ -160,7 +159,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("detect", help="detect faces in an image (boxes, scores, keypoints)")
     p.add_argument("image", help="image file")
-    p.add_argument("--config", help=f"config file (default {DEFAULT_CONFIG} if it exists)")
+    p.add_argument(
+        "--config",
+        help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+    )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=lambda a: _guard("detect", a, _cmd_detect))
 
@@ -168,7 +170,10 @@ def register(subparsers: Any) -> None:
     p.add_argument("--source", required=True, help="photo of the face to swap in")
     p.add_argument("--input", required=True, help="image whose faces are replaced")
     p.add_argument("--output", required=True, help="where to write the result (.jpg/.png)")
-    p.add_argument("--config", help=f"config file (default {DEFAULT_CONFIG} if it exists)")
+    p.add_argument(
+        "--config",
+        help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+    )
     p.add_argument("--enhance", action="store_true", help="restore the swapped faces with GFPGAN")
     p.set_defaults(func=lambda a: _guard("swap", a, _cmd_swap))
 
@@ -180,7 +185,10 @@ def register(subparsers: Any) -> None:
         ("verify", "re-check every model's sha256; non-zero exit naming bad files"),
     ):
         q = msub.add_parser(name, help=text)
-        q.add_argument("--config", help=f"config file (default {DEFAULT_CONFIG} if it exists)")
+        q.add_argument(
+            "--config",
+            help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+        )
         if name == "fetch":
             q.add_argument(
                 "--from",
