@@ -77,7 +77,7 @@ class KioskApp:
         self.stop = threading.Event()
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
         self.library = make_library(cfg)
-        self._library_version: tuple[int, int] = (0, -1)  # (id of the library, its version) shown
+        self._library_version: tuple[int, int] = (0, -1)  # (library serial, version) on screen
         self._thumbs: list[Any] = []  # kiosk.render.booth_ui.FaceThumb, rebuilt when the library changes
         self._t_last_face = time.monotonic()
         self._detection_known = False
@@ -331,9 +331,9 @@ class KioskApp:
     def _sync_library(self) -> None:
         """Keep the selection on the same face when the library changes (photos added/removed)."""
         lib = self.library
-        if (id(lib), lib.version) == self._library_version:
+        if (lib.serial, lib.version) == self._library_version:
             return
-        self._library_version = (id(lib), lib.version)
+        self._library_version = (lib.serial, lib.version)
         entries = lib.entries
         c = self.controls
         c.clamp(len(entries))

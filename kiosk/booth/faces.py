@@ -13,6 +13,7 @@ thumbnail, cached on disk, and kept in step with the folder while the kiosk runs
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -32,6 +33,7 @@ from kiosk.types import Face, FrameBGR
 
 log = logging.getLogger(__name__)
 
+_SERIALS = itertools.count(1)
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
 NAMES_FILE = "faces.yaml"
 CACHE_VERSION = 1
@@ -174,6 +176,7 @@ class FaceLibrary:
         self.entries: tuple[FaceEntry, ...] = ()
         self.problems: tuple[str, ...] = ()
         self.version = 0  # bumped whenever entries or problems change
+        self.serial = next(_SERIALS)  # tells one library from its replacement after a config reload
         self._scanned: dict[Path, _Scanned] = {}
         self._names_stamp: tuple[int, int] | None = None
         self._names: tuple[dict[str, str], list[str], str] = ({}, [], "")
