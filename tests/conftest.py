@@ -32,12 +32,14 @@ def ctx() -> Iterator[moderngl.Context]:
 @pytest.fixture(scope="session")
 def xvfb_display() -> Iterator[str]:
     """Start a private ``Xvfb`` on a display number it picks itself (``-displayfd``, so parallel
-    runs never collide); yields ``":N"``. Skips when Xvfb is not installed."""
+    runs never collide); yields ``":N"``. ``-noreset``: by default the server resets when its last
+    client disconnects, and a window opened during that reset fails to connect. Skips when Xvfb
+    is not installed."""
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb not installed (apt-get install xvfb)")
     read_fd, write_fd = os.pipe()
     proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp"],
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp", "-noreset"],
         pass_fds=(write_fd,),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
