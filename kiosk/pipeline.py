@@ -372,7 +372,7 @@ class SwapPipeline:
             border = cv2.copyMakeBorder(face_bgr, pad, pad, pad, pad, cv2.BORDER_CONSTANT, value=(0, 0, 0))
             image = np.asarray(border, dtype=np.uint8)
             faces = self.detector.detect(image)
-        faces.sort(key=_box_area, reverse=True)
+        faces.sort(key=lambda f: f.area_px, reverse=True)
         return faces, image
 
     def source_latent(self, image_bgr: FrameBGR, face: Face) -> NDArray[np.float32]:
@@ -555,11 +555,6 @@ class SwapPipeline:
             scratch[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
         self._paste.paste(scratch, crop, affine)
         return scratch
-
-
-def _box_area(face: Face) -> float:
-    b = face.box_xyxy
-    return float((b[2] - b[0]) * (b[3] - b[1]))
 
 
 class PipelineProcessor:

@@ -543,8 +543,7 @@ def detect_and_track(
 
 
 def _area(track: Track) -> float:
-    b = track.face.box_xyxy
-    return float(max(b[2] - b[0], 0.0) * max(b[3] - b[1], 0.0))
+    return track.face.area_px
 
 
 def _centre_dist(track: Track, cx: float, cy: float) -> float:

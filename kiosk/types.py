@@ -29,6 +29,12 @@ class Face:
     score: float
     kps: Landmarks5
 
+    @property
+    def area_px(self) -> float:
+        """Area of the box in square pixels (0 for a degenerate box)."""
+        b = self.box_xyxy
+        return float(max(b[2] - b[0], 0.0) * max(b[3] - b[1], 0.0))
+
 
 @dataclass
 class CapturedFrame:

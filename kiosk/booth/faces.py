@@ -277,7 +277,7 @@ class FaceLibrary:
             return self._skip(
                 path, stamp, f"{path.name}: no face found; use a clear, frontal photo of one face"
             )
-        areas = [_area(f) for f in faces]
+        areas = [f.area_px for f in faces]
         if len(faces) > 1 and areas[1] >= self.similar_size_ratio * areas[0]:
             return self._skip(
                 path, stamp, f"{path.name}: {len(faces)} faces of similar size; crop the photo to one person"
@@ -317,11 +317,6 @@ class FaceLibrary:
             if e.key == key:
                 return i
         return None
-
-
-def _area(face: Face) -> float:
-    b = face.box_xyxy
-    return float((b[2] - b[0]) * (b[3] - b[1]))
 
 
 def make_library(cfg: KioskConfig) -> FaceLibrary:
