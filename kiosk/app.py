@@ -55,7 +55,7 @@ def default_processor_factory(
 
     def build() -> Processor:
         if not cfg.processing.enabled:
-            return PassThrough()
+            return PassThrough()  # without importing ONNX Runtime at all
         from kiosk.booth.processor import build_booth_processor
 
         return build_booth_processor(cfg, library, controls)

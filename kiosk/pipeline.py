@@ -557,16 +557,33 @@ class SwapPipeline:
         return scratch
 
 
+def stage_label(pipe: SwapPipeline) -> tuple[str, str]:
+    """A processing stage's name for the overlay (with the provider) and its standing notice,
+    which says loudly when a requested GPU provider fell back to the CPU."""
+    if not pipe.gpu_fallback:
+        return f"swap ({pipe.provider})", ""
+    return (
+        f"swap ({pipe.provider} — GPU FALLBACK)",
+        f"{pipe.gpu_requested} unavailable: running on CPU (slow) — run: kiosk doctor",
+    )
+
+
+def missing_models_notice(cfg: KioskConfig, include_enhancer: bool | None = None) -> str:
+    """One line naming the model files the config needs but lacks, and the fix; "" if none."""
+    missing = missing_models(cfg, include_enhancer)
+    if not missing:
+        return ""
+    names = ", ".join(p.name for p in missing)
+    return f"models missing: {names} in {cfg.resolve(cfg.models.dir)} — run: kiosk models fetch"
+
+
 class PipelineProcessor:
     """:class:`~kiosk.processing.Processor` running :class:`SwapPipeline` on each new frame."""
 
     def __init__(self, pipe: SwapPipeline, notice: str = "") -> None:
         self.pipe = pipe
-        fallback = " — GPU FALLBACK" if pipe.gpu_fallback else ""
-        self.name = f"swap ({pipe.provider}{fallback})"
-        if pipe.gpu_fallback and not notice:
-            notice = f"{pipe.gpu_requested} unavailable: running on CPU (slow) — run: kiosk doctor"
-        self.notice = notice
+        self.name, fallback_notice = stage_label(pipe)
+        self.notice = notice or fallback_notice
         self._error_logged = False
 
     def select_source(self, face_bgr: FrameBGR, key: str | None = None) -> Face:
@@ -595,11 +612,9 @@ def build_processor(cfg: KioskConfig) -> Processor:
     face: it returns a :class:`PassThrough` whose one-line notice names the problem and the fix."""
     if not cfg.processing.enabled:
         return PassThrough(notice="")
-    missing = missing_models(cfg)
+    missing = missing_models_notice(cfg)
     if missing:
-        folder = cfg.resolve(cfg.models.dir)
-        names = ", ".join(p.name for p in missing)
-        return PassThrough(notice=f"models missing: {names} in {folder} — run: kiosk models fetch")
+        return PassThrough(notice=missing)
     if not cfg.processing.source_face:
         return PassThrough(
             notice="no source face configured — set processing.source_face to a photo in the config"

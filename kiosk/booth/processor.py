@@ -11,7 +11,7 @@ from kiosk.booth.controls import ControlState
 from kiosk.booth.faces import FaceLibrary, ModelDigests
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ModelError
-from kiosk.pipeline import SwapPipeline, missing_models, model_paths
+from kiosk.pipeline import SwapPipeline, missing_models_notice, model_paths, stage_label
 from kiosk.processing import PassThrough, Processor
 from kiosk.types import FrameBGR, SwapResult
 
@@ -40,14 +40,9 @@ class BoothProcessor:
         self.rescan_s = cfg.faces.rescan_s
         self.gpu_composite = cfg.display.composite == "gpu"
         self.model_digest = model_digest
-        fallback = " — GPU FALLBACK" if pipe.gpu_fallback else ""
-        self.name = f"swap ({pipe.provider}{fallback})"
-        self.notice = (
-            f"{pipe.gpu_requested} unavailable: running on CPU (slow) — run: kiosk doctor"
-            if pipe.gpu_fallback
-            else ""
-        )
-        self._folder_hint = str(library.folder) if library.folder else "faces.dir"
+        self.name, self.notice = stage_label(pipe)
+        folder = str(library.folder) if library.folder else "faces.dir"
+        self._no_faces = PassThrough(f"no usable face photos — add photos to {folder}")
         self._next_scan = time.monotonic() + self.rescan_s
 
     def refresh_library(self) -> None:
@@ -59,7 +54,7 @@ class BoothProcessor:
             self.refresh_library()
         entries = self.library.entries
         if not entries:
-            PassThrough(f"no usable face photos — add photos to {self._folder_hint}").process(frame_bgr, out)
+            self._no_faces.process(frame_bgr, out)
             return
         key = self.controls.selected_key
         entry = next((e for e in entries if e.key == key), entries[0])
@@ -82,11 +77,9 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
     """The booth's processing stage, or a pass-through whose notice names what is missing and the fix."""
     if not cfg.processing.enabled:
         return PassThrough()
-    missing = missing_models(cfg, include_enhancer=False)
+    missing = missing_models_notice(cfg, include_enhancer=False)  # the enhancer is optional here
     if missing:
-        folder = cfg.resolve(cfg.models.dir)
-        names = ", ".join(p.name for p in missing)
-        return PassThrough(f"models missing: {names} in {folder} — run: kiosk models fetch")
+        return PassThrough(missing)
     if not cfg.faces.dir and not cfg.processing.source_face:
         return PassThrough("no source faces — set faces.dir (a folder of photos) in the config")
     paths = model_paths(cfg)
