@@ -177,9 +177,9 @@ def source_tree(tmp_path: Path) -> Path:
     return src
 
 
-def _install(src: Path, *args: str) -> str:
+def _deploy_script(src: Path, script: str, *args: str) -> str:
     proc = subprocess.run(
-        ["bash", str(src / "deploy" / "install.sh"), *args],
+        ["bash", str(src / "deploy" / script), *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -187,18 +187,14 @@ def _install(src: Path, *args: str) -> str:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
+
+
+def _install(src: Path, *args: str) -> str:
+    return _deploy_script(src, "install.sh", *args)
 
 
 def _uninstall(src: Path, *args: str) -> str:
-    proc = subprocess.run(
-        ["bash", str(src / "deploy" / "uninstall.sh"), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc.stdout
+    return _deploy_script(src, "uninstall.sh", *args)
 
 
 def _changes(out: str) -> int:

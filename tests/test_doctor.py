@@ -51,11 +51,10 @@ models:
 """
 
 
-@pytest.mark.skipif(Path("/dev/video0").exists(), reason="this machine has a camera")
-def test_doctor_json_on_this_machine_names_what_is_missing(tmp_path: Path) -> None:
-    cfg = _write_config(tmp_path, BOOTH_CONFIG)
-    proc = subprocess.run(
-        [sys.executable, "-m", "kiosk", "doctor", "--config", str(cfg), "--json"],
+def _run_doctor(cfg: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``kiosk doctor --config CFG ARGS`` in a subprocess without a display."""
+    return subprocess.run(
+        [sys.executable, "-m", "kiosk", "doctor", "--config", str(cfg), *args],
         capture_output=True,
         text=True,
         env=_env_without_display(),
@@ -63,6 +62,12 @@ def test_doctor_json_on_this_machine_names_what_is_missing(tmp_path: Path) -> No
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.skipif(Path("/dev/video0").exists(), reason="this machine has a camera")
+def test_doctor_json_on_this_machine_names_what_is_missing(tmp_path: Path) -> None:
+    cfg = _write_config(tmp_path, BOOTH_CONFIG)
+    proc = _run_doctor(cfg, "--json")
     assert proc.returncode == 1, proc.stderr
     report = json.loads(proc.stdout)  # stdout is pure JSON (no onnxruntime banners)
     assert report["ok"] is False
@@ -86,15 +91,7 @@ def test_doctor_json_on_this_machine_names_what_is_missing(tmp_path: Path) -> No
 
 def test_text_report_and_exit_code(tmp_path: Path) -> None:
     cfg = _write_config(tmp_path, "source: {kind: synthetic}\nprocessing: {enabled: false}\n")
-    proc = subprocess.run(
-        [sys.executable, "-m", "kiosk", "doctor", "--config", str(cfg), "--headless"],
-        capture_output=True,
-        text=True,
-        env=_env_without_display(),
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    proc = _run_doctor(cfg, "--headless")
     # Synthetic source, no processing, headless: runnable here (EGL), or not when EGL is missing.
     assert "kiosk doctor: config" in proc.stdout
     if proc.returncode == 0:
