@@ -127,7 +127,7 @@ def test_models_missing_corrupt_and_unknown(tmp_path: Path) -> None:
 def test_display_warning_only_when_headless(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
-    monkeypatch.setattr(doctor, "_run_python", lambda ctx, code, timeout_s=15.0: (True, "llvmpipe"))
+    monkeypatch.setattr(doctor.display, "_run_python", lambda ctx, code, timeout_s=15.0: (True, "llvmpipe"))
     booth = doctor.check_display(_ctx(tmp_path, ""))[0]
     ci = doctor.check_display(_ctx(tmp_path, "", headless=True))[0]
     assert not booth.ok and booth.severity == "error"
@@ -212,13 +212,6 @@ def test_source_face_and_video_source(tmp_path: Path) -> None:
 
 
 def test_faces_dir_when_the_config_has_one(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
-    ctx = _ctx(tmp_path, "")
-    assert doctor.check_faces_dir(ctx) == []  # no faces library in this config
-    real = ctx.cfg
-    ctx.cfg = SimpleNamespace(  # type: ignore[assignment]  # a config with the future faces.dir key
-        processing=real.processing, faces=SimpleNamespace(dir="faces"), resolve=real.resolve
-    )
-    result = doctor.check_faces_dir(ctx)[0]
+    assert doctor.check_faces_dir(_ctx(tmp_path, "")) == []  # no faces library in this config
+    result = doctor.check_faces_dir(_ctx(tmp_path, "faces: {dir: faces}\n"))[0]
     assert result.ok and "1 face image(s)" in result.detail

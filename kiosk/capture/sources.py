@@ -57,6 +57,19 @@ class _Pacer:
         self._next += self.period
 
 
+def camera_device(device: int | str) -> int | str:
+    """What OpenCV is given for ``source.camera.device``: an index for ``0`` or ``"0"``, else the path."""
+    if isinstance(device, str) and device.isdigit():
+        return int(device)
+    return device
+
+
+def camera_device_node(device: int | str) -> str:
+    """The device file behind ``source.camera.device`` (``/dev/video0`` for index 0)."""
+    dev = camera_device(device)
+    return f"/dev/video{dev}" if isinstance(dev, int) else dev
+
+
 class CameraSource:
     """A V4L2/UVC camera by index or device path."""
 
@@ -68,9 +81,7 @@ class CameraSource:
 
     def open(self) -> None:
         cam = self.cfg
-        device = cam.device
-        if isinstance(device, str) and device.isdigit():
-            device = int(device)
+        device = camera_device(cam.device)
         if isinstance(device, str) and not Path(device).exists():
             raise SourceError(f"camera {device} not found (plug it in or fix source.camera.device)")
         cap = cv2.VideoCapture(device, cv2.CAP_V4L2) if isinstance(device, int) else cv2.VideoCapture(device)
@@ -92,6 +103,13 @@ class CameraSource:
             )
         self.description = f"camera {device} {w}x{h}@{fps:g}"
         self._cap = cap
+
+    def negotiated_fourcc(self) -> str:
+        """The pixel format the driver agreed to (``MJPG``, ``YUYV``), or ``""`` when it does not say."""
+        if self._cap is None:
+            return ""
+        code = int(self._cap.get(cv2.CAP_PROP_FOURCC))
+        return "".join(chr((code >> (8 * i)) & 0xFF) for i in range(4)).strip("\0 ")
 
     def read(self, out: FrameBGR | None) -> FrameBGR:
         if self._cap is None:

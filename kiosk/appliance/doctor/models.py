@@ -1,0 +1,127 @@
+"""What the pipeline loads: the model files (present, published hashes), the face library and the
+source face photo."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from kiosk.appliance.doctor.core import CheckResult, DoctorContext, resolve
+
+
+def check_models(ctx: DoctorContext) -> list[CheckResult]:
+    """Presence and SHA-256 of each model the config needs, with the pipeline's own rules
+    (the same as ``kiosk models verify``)."""
+    fix_fetch = f"kiosk models fetch --config {ctx.config_path}"
+    if not ctx.cfg.processing.enabled:
+        return [CheckResult("models", True, "processing.enabled is false: no models needed (camera only)")]
+    from kiosk.inference.fetch import check_file
+    from kiosk.inference.specs import spec_for_file
+    from kiosk.pipeline import model_paths
+
+    missing, corrupt, fine = [], [], []
+    for role, path in model_paths(ctx.cfg).items():
+        if path is None or (role == "enhancer" and not ctx.cfg.processing.enhance):
+            continue
+        path = Path(os.path.normpath(path))
+        status = check_file(role, spec_for_file(role, path), path)
+        if not status.present:
+            missing.append(f"{role} {path}")
+        elif status.verified is False:
+            corrupt.append(
+                f"{role} {path} (sha256 {(status.sha256 or '')[:12]}... is not the published file)"
+            )
+        elif status.verified is True:
+            fine.append(f"{role} verified")
+        else:
+            fine.append(f"{role} present (no published hash to verify)")
+    results = []
+    if missing:
+        results.append(CheckResult("models", False, "missing: " + "; ".join(missing), fix_fetch))
+    if corrupt:
+        results.append(
+            CheckResult(
+                "models-verified",
+                False,
+                "corrupt or not the published file: " + "; ".join(corrupt),
+                f"delete the file(s), then {fix_fetch}",
+            )
+        )
+    if not results:
+        results.append(CheckResult("models", True, ", ".join(fine)))
+    return results
+
+
+def check_faces_dir(ctx: DoctorContext) -> list[CheckResult]:
+    """The ``faces.dir`` library of face photos, where the config has one, listed exactly as the booth
+    lists it (:meth:`kiosk.booth.faces.FaceLibrary.photos`)."""
+    if not ctx.cfg.faces.dir or not ctx.cfg.processing.enabled:
+        return []
+    from kiosk.booth.faces import make_library
+
+    library = make_library(ctx.cfg)
+    path = Path(os.path.normpath(library.folder)) if library.folder else resolve(ctx.cfg, ctx.cfg.faces.dir)
+    if not path.is_dir():
+        return [
+            CheckResult(
+                "faces-dir",
+                False,
+                f"the faces folder {path} does not exist",
+                f"sudo install -d -o kiosk {path} and copy JPEG/PNG portraits into it",
+            )
+        ]
+    extra = set(library.extra_photos)  # processing.source_face: checked by check_source_face
+    images = sorted(p for p in library.photos() if p not in extra)
+    readable = [p for p in images if os.access(p, os.R_OK)]
+    if not readable:
+        return [
+            CheckResult(
+                "faces-dir",
+                False,
+                f"the faces folder {path} has no readable JPEG/PNG images",
+                f"copy portraits into {path} (and `sudo chmod a+r {path}/*`)",
+            )
+        ]
+    detail = f"{path}: {len(readable)} face image(s)"
+    if len(readable) < len(images):
+        detail += f", {len(images) - len(readable)} not readable"
+        return [CheckResult("faces-dir", False, detail, f"sudo chmod a+r {path}/*", "warning")]
+    return [CheckResult("faces-dir", True, detail)]
+
+
+def check_source_face(ctx: DoctorContext) -> list[CheckResult]:
+    proc = ctx.cfg.processing
+    if not proc.enabled:
+        return [CheckResult("source-face", True, "processing is off: no face image needed")]
+    if not proc.source_face and ctx.cfg.faces.dir:
+        return []  # the faces library is checked by check_faces_dir
+    if not proc.source_face:
+        return [
+            CheckResult(
+                "source-face",
+                False,
+                "processing.source_face is not set: there is no face to swap in",
+                f"put a clear, front-facing photo in the faces folder and set processing.source_face in "
+                f"{ctx.config_path}",
+            )
+        ]
+    path = resolve(ctx.cfg, proc.source_face)
+    if not path.is_file():
+        return [
+            CheckResult(
+                "source-face",
+                False,
+                f"the face image {path} does not exist",
+                f"copy a JPEG/PNG portrait to {path} (readable by user kiosk) or fix processing.source_face",
+            )
+        ]
+    if not os.access(path, os.R_OK):
+        return [CheckResult("source-face", False, f"{path} is not readable", f"sudo chmod a+r {path}")]
+    import cv2
+
+    img = cv2.imread(str(path))
+    if img is None:
+        return [
+            CheckResult("source-face", False, f"{path} is not a readable image", "use a JPEG or PNG file")
+        ]
+    return [CheckResult("source-face", True, f"{path} ({img.shape[1]}x{img.shape[0]})")]
