@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 
 from kiosk.config import ProvidersConfig
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
+from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,8 @@ def create_session(
     if not p.is_file():
         raise ModelMissingError(f"{p}: model file not found — run: kiosk models fetch")
     requested = _requested(providers_cfg, base_dir, cuda_graph)
+    if GPU_PROVIDERS & {name for name, _ in requested}:
+        preload_gpu_libraries()  # pip's CUDA/cuDNN/TensorRT libraries, once, before the first GPU session
     so = _session_options(providers_cfg)
     try:
         session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
@@ -191,6 +194,8 @@ def probe_providers(providers_cfg: ProvidersConfig) -> dict[str, str | None]:
     available = set(ort.get_available_providers())
     out: dict[str, str | None] = {}
     shorts = list(providers_cfg.order) + ([] if "cpu" in providers_cfg.order else ["cpu"])
+    if GPU_PROVIDERS & available & {PROVIDER_NAMES[s] for s in shorts}:
+        preload_gpu_libraries()  # probe what a booth session would get
     for short in shorts:
         name = PROVIDER_NAMES[short]
         if name not in available:
