@@ -5,6 +5,7 @@
 #   sudo deploy/install.sh                 # everything: packages, user, app, models, session, service
 #   sudo deploy/install.sh --dry-run       # show what would change, change nothing
 #   deploy/install.sh --root /tmp/stage    # write the files under a staging folder only (tests)
+#   sudo deploy/install.sh --tensorrt      # also TensorRT's libraries (GPU runtime: see deploy/gpu-runtime.sh)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -17,6 +18,7 @@ DO_APT=1
 DO_VENV=1
 DO_MODELS=1
 DO_ENABLE=1
+GPU_ARGS=()
 CONFIG_DIR=/etc/faceswap-kiosk
 STATE_DIR=/var/lib/faceswap-kiosk
 CACHE_DIR=/var/cache/faceswap-kiosk
@@ -34,6 +36,10 @@ Usage: $0 [options]
   --no-venv          do not create/update the virtualenv
   --no-models        do not run \`kiosk models fetch\`
   --no-enable        install the service but do not enable it at boot
+  --gpu              install the GPU runtime (CUDA, cuDNN from pip) even without an NVIDIA driver yet
+                     (default: only where one is present: nvidia-smi or /proc/driver/nvidia)
+  --no-gpu           never install the GPU runtime (CPU only)
+  --tensorrt         also install TensorRT's libraries from pip (for providers order [tensorrt, ...])
   --dry-run          print what would change; change nothing
   --root DIR         stage all files under DIR (implies --no-apt --no-venv --no-models; no users,
                      no running services are touched)
@@ -49,6 +55,7 @@ while [ "$#" -gt 0 ]; do
         --no-venv) DO_VENV=0 ;;
         --no-models) DO_MODELS=0 ;;
         --no-enable) DO_ENABLE=0 ;;
+        --gpu | --no-gpu | --tensorrt) GPU_ARGS+=("$1") ;;
         --dry-run) DRY_RUN=1 ;;
         --root) ROOT=$(mkdir -p "${2:?}" && cd "$2" && pwd); shift ;;
         -h | --help) usage; exit 0 ;;
@@ -132,6 +139,17 @@ if [ "$DO_VENV" = 1 ]; then
         run "$venv/bin/pip" install --quiet --upgrade pip
         run "$venv/bin/pip" install --quiet -e "$PREFIX"
         [ "$DRY_RUN" = 1 ] || printf '%s\n' "$want_stamp" >"$stamp"
+    fi
+fi
+
+# 4b. GPU runtime from pip (CUDA, cuDNN, optionally TensorRT) where an NVIDIA driver is present -----
+if [ "$DO_VENV" = 1 ]; then
+    mapfile -t gpu_specs < <(bash "$HERE/gpu-runtime.sh" "$PREFIX/.venv/bin/python" "${GPU_ARGS[@]}")
+    gpu_stamp=$PREFIX/.venv/.faceswap-kiosk-gpu
+    if [ "${#gpu_specs[@]}" -gt 0 ] && [ "$(cat "$gpu_stamp" 2>/dev/null || true)" != "${gpu_specs[*]}" ]; then
+        changed "pip install ${gpu_specs[*]} (the GPU runtime; no CUDA toolkit needed)"
+        run "$PREFIX/.venv/bin/pip" install --quiet "${gpu_specs[@]}"
+        [ "$DRY_RUN" = 1 ] || printf '%s\n' "${gpu_specs[*]}" >"$gpu_stamp"
     fi
 fi
 

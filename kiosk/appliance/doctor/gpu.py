@@ -18,6 +18,7 @@ import contextlib
 import ctypes
 import io
 import os
+import re
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,9 +75,10 @@ def kernel_module_version(path: Path = Path("/proc/driver/nvidia/version")) -> s
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    for word_before, word in zip(text.split(), text.split()[1:], strict=False):
-        if word_before == "Module" and word[:1].isdigit():
-            return word
+    first = text.splitlines()[0] if text else ""
+    found = re.search(r"\s(\d+\.\d+(?:\.\d+)?)\s", first + " ")  # "... Kernel Module  580.95.05  ..."
+    if found:
+        return found.group(1)
     return "unknown version"
 
 
