@@ -215,3 +215,53 @@ def test_faces_dir_when_the_config_has_one(tmp_path: Path) -> None:
     assert doctor.check_faces_dir(_ctx(tmp_path, "")) == []  # no faces library in this config
     result = doctor.check_faces_dir(_ctx(tmp_path, "faces: {dir: faces}\n"))[0]
     assert result.ok and "1 face image(s)" in result.detail
+
+
+@pytest.mark.skipif(Path("/dev/video0").exists(), reason="this machine has a camera")
+def test_camera_device_zero_as_text_is_index_zero_like_the_booth(tmp_path: Path) -> None:
+    body = BOOTH_CONFIG.replace("device: /dev/video0", 'device: "0"')
+    ctx = _ctx(tmp_path, body)
+    assert ctx.cfg.source.camera.device == "0"
+    result = doctor.check_camera(ctx)[0]
+    assert "no camera at /dev/video0" in result.detail  # not "no camera at 0"
+
+
+def test_camera_is_opened_by_the_booths_camera_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same open as the booth: a device path goes to OpenCV's default backend (no CAP_V4L2), and the
+    booth's own failure message is what the doctor reports."""
+    from kiosk.capture import sources
+
+    fake_dev = tmp_path / "video7"
+    fake_dev.write_bytes(b"")
+    opened: list[tuple[Any, ...]] = []
+
+    class Recording(_FakeCapture):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            opened.append(args)
+
+    monkeypatch.setattr(cv2, "VideoCapture", Recording)
+    ctx = _ctx(tmp_path, BOOTH_CONFIG.replace("/dev/video0", str(fake_dev)), camera_seconds=0.1)
+    doctor.check_camera(ctx)
+    assert opened == [(str(fake_dev),)]
+
+    def refuse(self: sources.CameraSource) -> None:
+        raise sources.SourceError(f"camera {fake_dev} cannot be opened (unplugged, busy, or no permission)")
+
+    monkeypatch.setattr(sources.CameraSource, "open", refuse)
+    result = doctor.check_camera(ctx)[0]
+    assert not result.ok and "cannot be opened (unplugged, busy, or no permission)" in result.detail
+
+
+def test_faces_dir_counts_what_the_face_library_lists(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path, "faces: {dir: faces}\n")
+    (tmp_path / "faces" / "album.jpg").mkdir()  # a folder named like a photo: the library skips it
+    (tmp_path / "faces" / "notes.txt").write_text("not a photo")
+    from kiosk.booth.faces import make_library
+
+    listed = make_library(ctx.cfg).photos()
+    result = doctor.check_faces_dir(ctx)[0]
+    assert result.ok and f"{len(listed)} face image(s)" in result.detail
+    assert len(listed) == 1
