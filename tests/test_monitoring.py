@@ -305,3 +305,39 @@ def test_fps_falls_towards_zero_once_a_stage_stops():
     assert meter.fps_at(2.0) == pytest.approx(30, rel=0.05)
     assert meter.fps_at(2.9) == meter.fps, "within a window the last rate stands"
     assert meter.fps_at(12.0) == pytest.approx(0.1) and meter.fps == pytest.approx(30, rel=0.05)
+
+
+def test_node_exporter_serves_the_file_without_a_scrape_error(tmp_path):
+    """The real consumer: node_exporter's textfile collector reads the file (Debian package
+    prometheus-node-exporter; skipped where it is not installed). Listens on loopback only."""
+    exe = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+    if exe is None:
+        pytest.skip("node_exporter not installed (apt-get install prometheus-node-exporter)")
+    import socket
+    import urllib.request
+
+    monitor = TextfileMonitor(tmp_path / "faceswap_kiosk.prom", interval_s=1.0)
+    assert monitor.write(_stats_of_a_stopped_kiosk(), True, time.time())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [exe, f"--web.listen-address=127.0.0.1:{port}", "--collector.disable-defaults",
+            "--collector.textfile", f"--collector.textfile.directory={tmp_path}"]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        body = ""
+        for _ in range(50):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    body = r.read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    fams = families(body)
+    assert fams["node_textfile_scrape_error"][("node_textfile_scrape_error", ())] == 0
+    assert value(fams, "up") == 1
+    assert value(fams, "frames", "frames_total", stage="render") == 0
+    monitor.close(None)
