@@ -341,3 +341,25 @@ def test_node_exporter_serves_the_file_without_a_scrape_error(tmp_path):
     assert value(fams, "up") == 1
     assert value(fams, "frames", "frames_total", stage="render") == 0
     monitor.close(None)
+
+
+def test_config_reload_moves_or_switches_off_the_textfile(tmp_path):
+    from kiosk.app import KioskApp, RunOptions
+
+    base = "source: {kind: synthetic}\nprocessing: {enabled: false}\n"
+    app = KioskApp(parse_config(base, base_dir=tmp_path), RunOptions(headless=True))
+    app._t_start = time.perf_counter()  # as if run() were rendering
+    try:
+        for name in ("a.prom", "b.prom"):
+            app.apply_config(parse_config(base + f"monitoring: {{textfile: {name}}}\n", base_dir=tmp_path))
+            assert app.monitor is not None and app.monitor.path == tmp_path / name
+            app.monitor.submit(app.stats())
+            deadline = time.monotonic() + 5
+            while not (tmp_path / name).exists() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert sorted(p.name for p in tmp_path.iterdir()) == [name], "the old file is removed"
+        app.apply_config(parse_config(base, base_dir=tmp_path))
+        assert app.monitor is None and not list(tmp_path.iterdir())
+    finally:
+        app.stop.set()
+        app.shutdown()
