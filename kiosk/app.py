@@ -341,10 +341,18 @@ class KioskApp:
             self.inference.reconfigure(self._processor_factory)
         if new.display != old.display:
             self._display_changed = True
-        if new.monitoring != old.monitoring and self.monitor is not None:
+        if new.monitoring != old.monitoring:
+            self._reconfigure_monitor()
+
+    def _reconfigure_monitor(self) -> None:
+        new_path = self.cfg.resolve(self.cfg.monitoring.textfile) if self.cfg.monitoring.textfile else None
+        if self.monitor is not None and self.monitor.path == new_path:
+            self.monitor.interval_s = self.cfg.monitoring.interval_s  # same file, new interval
+            return
+        if self.monitor is not None:
             self.monitor.close(None, timeout_s=0.5)  # the old file goes: two files of one booth clash
             self.monitor = None
-        if new.monitoring != old.monitoring and self._t_start:
+        if self._t_start:  # running
             self.monitor = self._new_monitor()
 
     def _new_monitor(self) -> TextfileMonitor | None:

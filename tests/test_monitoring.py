@@ -358,6 +358,11 @@ def test_config_reload_moves_or_switches_off_the_textfile(tmp_path):
             while not (tmp_path / name).exists() and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert sorted(p.name for p in tmp_path.iterdir()) == [name], "the old file is removed"
+        same_file = app.monitor
+        app.apply_config(
+            parse_config(base + "monitoring: {textfile: b.prom, interval_s: 9}\n", base_dir=tmp_path)
+        )
+        assert app.monitor is same_file and same_file.interval_s == 9 and (tmp_path / "b.prom").exists()
         app.apply_config(parse_config(base, base_dir=tmp_path))
         assert app.monitor is None and not list(tmp_path.iterdir())
     finally:
