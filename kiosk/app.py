@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, make_library
@@ -102,7 +103,9 @@ class KioskApp:
         self.keyboard = KeyboardInput(cfg.controls.keyboard)
         self.gamepad: GamepadInput | None = None
         self.thread_restarts = 0
+        self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
         self._t_start = 0.0
+        self._t_start_unix = 0.0
         self._t_last_result = 0.0
         self._last_notice = ""
 
@@ -139,8 +142,9 @@ class KioskApp:
             if cap.last_error:
                 message += f"\n{cap.last_error}"
         notice = self._config_problem or self._last_notice
-        if cap.state == "running" and self._t_last_result and now - self._t_last_result > STALL_S:
-            notice = f"processing stalled for {now - self._t_last_result:.0f} s; showing the last frame"
+        stalled_s = self.processing_stalled_s(now)
+        if stalled_s:
+            notice = f"processing stalled for {stalled_s:.0f} s; showing the last frame"
         status = f"{cap.description or self.cfg.source.kind} · {self.inference.processor_name}"
         debug: list[str] = []
         if self.controls.debug:
@@ -167,15 +171,25 @@ class KioskApp:
             "debug_lines": debug,
         }
 
+    def processing_stalled_s(self, now: float) -> float:
+        """Seconds without a processed frame while the source runs, once over STALL_S; else 0."""
+        if self.capture.state != "running" or not self._t_last_result:
+            return 0.0
+        gap = now - self._t_last_result
+        return gap if gap > STALL_S else 0.0
+
     # -- stats -----------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
-        elapsed = time.perf_counter() - self._t_start if self._t_start else 0.0
+        now = time.perf_counter()
+        elapsed = now - self._t_start if self._t_start else 0.0
+        provider, gpu_requested, gpu_fallback = self.inference.provider_info()
 
         def ms(v: float | None) -> float | None:
             return None if v is None else round(v, 2)
 
         return {
             "duration_s": round(elapsed, 3),
+            "started_unix": round(self._t_start_unix, 3),
             "frames": {
                 "captured": self.capture.rate.count,
                 "processed": self.inference.rate.count,
@@ -191,11 +205,20 @@ class KioskApp:
                 "processing": round(self.inference.rate.mean_fps, 2),
                 "render": round(self.render_rate.mean_fps, 2),
             },
+            "fps_now": {  # over the last second, falling once a stage stops
+                "capture": round(self.capture.rate.fps_at(now), 2),
+                "processing": round(self.inference.rate.fps_at(now), 2),
+                "render": round(self.render_rate.fps_at(now), 2),
+            },
             "latency_ms": {
                 "capture_to_display_p50": ms(self.latency_ms.percentile(50)),
                 "capture_to_display_p95": ms(self.latency_ms.percentile(95)),
+                "capture_to_display_sum": round(self.latency_ms.total, 3),
+                "capture_to_display_samples": self.latency_ms.count,
                 "process_p50": ms(self.inference.process_ms.percentile(50)),
                 "process_p95": ms(self.inference.process_ms.percentile(95)),
+                "process_sum": round(self.inference.process_ms.total, 3),
+                "process_samples": self.inference.process_ms.count,
                 "samples": self.latency_ms.count,
             },
             "source": {
@@ -210,6 +233,10 @@ class KioskApp:
                 "restarts": self.inference.restarts,
                 "last_error": self.inference.last_error,
                 "notice": self._last_notice,
+                "provider": provider,
+                "gpu_requested": gpu_requested,
+                "gpu_fallback": gpu_fallback,
+                "stalled_s": round(self.processing_stalled_s(now), 2),
             },
             "controls": {
                 "selected_face": self.selected_face_name(),
@@ -314,6 +341,27 @@ class KioskApp:
             self.inference.reconfigure(self._processor_factory)
         if new.display != old.display:
             self._display_changed = True
+        if new.monitoring != old.monitoring:
+            self._reconfigure_monitor()
+
+    def _reconfigure_monitor(self) -> None:
+        new_path = self.cfg.resolve(self.cfg.monitoring.textfile) if self.cfg.monitoring.textfile else None
+        if self.monitor is not None and self.monitor.path == new_path:
+            self.monitor.interval_s = self.cfg.monitoring.interval_s  # same file, new interval
+            return
+        if self.monitor is not None:
+            self.monitor.close(None, timeout_s=0.5)  # the old file goes: two files of one booth clash
+            self.monitor = None
+        if self._t_start:  # running
+            self.monitor = self._new_monitor()
+
+    def _new_monitor(self) -> TextfileMonitor | None:
+        m = self.cfg.monitoring
+        if m.textfile is None:
+            return None
+        path = self.cfg.resolve(m.textfile)
+        log.info("monitoring: Prometheus metrics in %s every %.0f s", path, m.interval_s)
+        return TextfileMonitor(path, m.interval_s)
 
     def _new_gamepad(self) -> GamepadInput | None:
         c = self.cfg.controls
@@ -416,6 +464,8 @@ class KioskApp:
         notifier = SdNotifier.from_env()
         self._install_signal_handlers()
         self._t_start = time.perf_counter()
+        self._t_start_unix = time.time()
+        self.monitor = self._new_monitor()
         self.capture.start()
         self.inference.start()
         cap_fps = self.cfg.display.max_fps
@@ -471,6 +521,8 @@ class KioskApp:
                 if self.opts.stats_interval_s and t_shown >= next_stats:
                     self.write_stats()
                     next_stats = t_shown + self.opts.stats_interval_s
+                if self.monitor is not None and self.monitor.due(t_shown):
+                    self.monitor.submit(self.stats())
                 if t_shown >= next_supervise:
                     self._supervise()
                     next_supervise = t_shown + 1.0
@@ -489,6 +541,9 @@ class KioskApp:
             notifier.stopping()
             self.shutdown()
             self.write_stats()
+            if self.monitor is not None:
+                self.monitor.close(self.stats())  # up 0
+                self.monitor = None
             notifier.close()
             renderer.release()
             surface.close()

@@ -300,6 +300,25 @@ class LoggingConfig(_Section):
     file: str | None = Field(None, description="Also log to this file (rotated), relative to the config.")
 
 
+class MonitoringConfig(_Section):
+    textfile: str | None = Field(
+        None,
+        description="Keep Prometheus metrics in this file for node_exporter's textfile collector (a *.prom "
+        "file in its --collector.textfile.directory, relative to the config); null: off.",
+    )
+    interval_s: float = Field(5.0, ge=1, le=300, description="How often the metrics file is rewritten.")
+
+    @field_validator("textfile")
+    @classmethod
+    def _prom_suffix(cls, v: str | None) -> str | None:
+        if v is not None and not v.endswith(".prom"):
+            raise ValueError(
+                "must end in .prom (node_exporter's textfile collector reads only *.prom files), "
+                "e.g. /var/lib/node_exporter/textfile_collector/faceswap_kiosk.prom"
+            )
+        return v
+
+
 class KioskConfig(_Section):
     source: SourceConfig = Field(default_factory=SourceConfig)  # type: ignore[arg-type]
     display: DisplayConfig = Field(default_factory=DisplayConfig)  # type: ignore[arg-type]
@@ -311,6 +330,7 @@ class KioskConfig(_Section):
     controls: ControlsConfig = Field(default_factory=ControlsConfig)  # type: ignore[arg-type]
     overlay: OverlayConfig = Field(default_factory=OverlayConfig)  # type: ignore[arg-type]
     logging: LoggingConfig = Field(default_factory=LoggingConfig)  # type: ignore[arg-type]
+    monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)  # type: ignore[arg-type]
     #: Folder of the YAML file; relative paths in the config resolve against it. Not a YAML key.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 

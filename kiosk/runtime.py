@@ -65,6 +65,15 @@ class InferenceThread(threading.Thread):
         p = self._processor
         return p.name if p is not None else self._fallback.name
 
+    def provider_info(self) -> tuple[str, str | None, bool]:
+        """(ONNX Runtime provider the models run on, GPU provider requested or None, whether that GPU
+        provider fell back to the CPU) for the installed stage; ("", None, False) while no stage with
+        models is installed (loading, pass-through, after an error)."""
+        pipe = getattr(self._processor, "pipe", None)
+        if pipe is None:
+            return "", None, False
+        return str(pipe.provider), pipe.gpu_requested, bool(pipe.gpu_fallback)
+
     def _load_async(self, delay_s: float) -> None:
         """Build the processor on a short-lived thread, retrying with back-off until it works."""
         if not self._loading.acquire(blocking=False):

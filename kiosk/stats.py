@@ -38,6 +38,15 @@ class RateMeter:
             self._win_start = now
             self._win_count = 0
 
+    def fps_at(self, now: float | None = None) -> float:
+        """``fps``, but falling once events stop: a window without any event caps the rate at
+        1 / (time since the last event), so a stalled stage reads near 0 instead of its last rate."""
+        if self.count == 0:
+            return 0.0
+        now = time.perf_counter() if now is None else now
+        gap = now - self._t_last
+        return self.fps if gap <= self.window_s else min(self.fps, 1.0 / gap)
+
     @property
     def mean_fps(self) -> float:
         if self._t0 is None or self.count < 2 or self._t_last <= self._t0:
@@ -51,10 +60,12 @@ class LatencyRecorder:
     def __init__(self, capacity: int = 4096) -> None:
         self._ring = np.zeros(capacity, np.float64)
         self._n = 0
+        self.total = 0.0  # sum of every sample added (for a Prometheus summary's _sum)
 
     def add(self, ms: float) -> None:
         self._ring[self._n % len(self._ring)] = ms
         self._n += 1
+        self.total += ms
 
     def percentile(self, q: float) -> float | None:
         n = min(self._n, len(self._ring))
