@@ -135,9 +135,9 @@ def main() -> int:
         return 0
     # Give insightface a session with the same options as ours (no thread spinning), so that its
     # paste-back is not slowed down by idle ONNX Runtime threads: a fair comparison.
-    from kiosk.inference.sessions import create_session
+    from kiosk.inference.sessions import ProviderOptions, create_session
 
-    ref_session, _ = create_session(models_dir / "inswapper_128.onnx", providers)
+    ref_session, _ = create_session(models_dir / "inswapper_128.onnx", ProviderOptions.of(providers))
     ref = INSwapper(model_file=str(models_dir / "inswapper_128.onnx"), session=ref_session)
     emb = np.ones(512, np.float32)
     src = IFace(embedding=emb)

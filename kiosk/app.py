@@ -455,11 +455,12 @@ class KioskApp:
         return entries[i].name if 0 <= i < len(entries) else ""
 
     def run(self) -> int:
+        from kiosk.render.options import DisplayOptions
         from kiosk.render.renderer import OverlayState, Renderer
         from kiosk.render.window import open_surface, save_png
 
-        surface = open_surface(self.cfg.display, headless=self.opts.headless)
-        renderer = Renderer(surface.ctx, self.cfg.display)
+        surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
+        renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
         self.gamepad = self._new_gamepad()
         notifier = SdNotifier.from_env()
         self._install_signal_handlers()
@@ -483,8 +484,8 @@ class KioskApp:
                     self._display_changed = False
                     renderer.release()
                     surface.close()
-                    surface = open_surface(self.cfg.display, headless=self.opts.headless)
-                    renderer = Renderer(surface.ctx, self.cfg.display)
+                    surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
+                    renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
                     self.gamepad = self._new_gamepad()
                 if surface.should_close():
                     break

@@ -288,13 +288,13 @@ def compare_insightface(pipe: SwapPipeline, cfg: KioskConfig, frame: FrameBGR, r
         from insightface.model_zoo.scrfd import SCRFD
     except ImportError:
         return {"error": "insightface is not installed"}
-    from kiosk.inference.sessions import create_session
+    from kiosk.inference.sessions import ProviderOptions, create_session
     from kiosk.pipeline import model_paths
 
     paths = model_paths(cfg)
     det_path, swap_path = paths["detector"], paths["swapper"]
     assert det_path is not None and swap_path is not None
-    prov = cfg.models.providers
+    prov = ProviderOptions.of(cfg.models.providers)
     det_session, _ = create_session(det_path, prov, base_dir=cfg.base_dir)
     swap_session, _ = create_session(swap_path, prov, base_dir=cfg.base_dir)
     det = SCRFD(model_file=str(det_path), session=det_session)

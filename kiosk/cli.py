@@ -10,7 +10,7 @@ from collections.abc import Sequence
 # Modules that add sub-commands; each has ``register(subparsers)`` and sets ``func`` on its parsers.
 _COMMAND_MODULES = (
     "kiosk.commands",
-    "kiosk.inference.cli",
+    "kiosk.models_cli",
     "kiosk.appliance.cli",
     "kiosk.bench_cli",
 )

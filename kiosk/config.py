@@ -15,7 +15,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from kiosk.booth.controls import ACTIONS, DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
+from kiosk.bindings import ACTIONS, DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
 
 Rotation = Literal[0, 90, 180, 270]
 ProviderName = Literal["tensorrt", "cuda", "cpu"]

@@ -34,7 +34,7 @@ from kiosk.inference.enhancer import GfpganEnhancer
 from kiosk.inference.errors import ImageError, ModelError, NoFaceError
 from kiosk.inference.kernels import warm_up as warm_up_kernels
 from kiosk.inference.paste import PasteBack, face_region
-from kiosk.inference.sessions import CPU, PROVIDER_NAMES, SessionRunner, create_session
+from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.processing import PassThrough, Processor
@@ -100,7 +100,7 @@ def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetecto
     face above the threshold; None uses ``processing.max_faces``."""
     p = model_paths(cfg)["detector"]
     assert p is not None
-    prov = cfg.models.providers
+    prov = ProviderOptions.of(cfg.models.providers)
     session, used = create_session(p, prov, base_dir=cfg.base_dir)
     proc = cfg.processing
     return make_detector(
@@ -222,7 +222,7 @@ class SwapPipeline:
         with a one-line message naming the file and the fix."""
         paths = model_paths(cfg)
         use_enh = cfg.processing.enhance if enhance is None else enhance
-        prov_cfg = cfg.models.providers
+        prov_cfg = ProviderOptions.of(cfg.models.providers)
         base = cfg.base_dir
         proc = cfg.processing
 

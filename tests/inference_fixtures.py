@@ -10,6 +10,7 @@ import pytest
 import standins
 
 from kiosk.config import KioskConfig, ModelsConfig, ProcessingConfig, ProvidersConfig
+from kiosk.inference.sessions import ProviderOptions
 
 SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 
@@ -25,7 +26,8 @@ __all__ = [
     "t1_bgr",
 ]
 
-cpu_only = ProvidersConfig.model_validate({"order": ["cpu"], "intra_op_threads": 2})
+cpu_only_config = ProvidersConfig.model_validate({"order": ["cpu"], "intra_op_threads": 2})
+cpu_only = ProviderOptions.of(cpu_only_config)
 
 
 def shared_model(name: str) -> Path:
@@ -47,7 +49,7 @@ def insightface_image(name: str) -> Path:
 
 
 def make_cfg(models_dir: Path, **models: str | None) -> KioskConfig:
-    mc = ModelsConfig.model_validate({"dir": str(models_dir), "providers": cpu_only, **models})
+    mc = ModelsConfig.model_validate({"dir": str(models_dir), "providers": cpu_only_config, **models})
     proc = ProcessingConfig.model_validate({"det_size": 640, "max_faces": 8})
     return KioskConfig.model_validate({"models": mc, "processing": proc, "base_dir": models_dir})
 

@@ -9,9 +9,9 @@ import moderngl
 import numpy as np
 import pytest
 
-from kiosk.config import DisplayConfig
 from kiosk.inference.paste import PasteBack, feather_mask
 from kiosk.render.composite import MAX_FACES
+from kiosk.render.options import DisplayOptions
 from kiosk.render.renderer import Renderer
 from kiosk.types import Face, SwappedFace
 
@@ -53,7 +53,7 @@ def gpu_composite(ctx: moderngl.Context, frame: np.ndarray, faces: list[SwappedF
     h, w = frame.shape[:2]
     rb = ctx.renderbuffer((w, h), components=4)
     fbo = ctx.framebuffer(color_attachments=[rb])
-    renderer = Renderer(ctx, DisplayConfig(fit="fit", rotate=0))
+    renderer = Renderer(ctx, DisplayOptions(fit="fit", rotate=0))
     try:
         renderer.set_frame(frame, faces)
         fbo.use()
@@ -129,7 +129,7 @@ def test_no_faces_is_the_plain_frame_and_faces_none_clears(ctx: moderngl.Context
     assert np.array_equal(gpu_composite(ctx, frame, []), frame)
     with_face = gpu_composite(ctx, frame, [face])
     assert not np.array_equal(with_face, frame)
-    renderer = Renderer(ctx, DisplayConfig())
+    renderer = Renderer(ctx, DisplayOptions())
     try:
         renderer.set_frame(frame, [face])
         assert renderer.face_crops.count == 1
@@ -143,7 +143,7 @@ def test_crop_array_is_reused_and_grows_only_when_needed(ctx: moderngl.Context) 
     frame = textured(90, 160, seed=5)
     crop = textured(128, 128, seed=6)
     affine = similarity(80, 45, 60, 0.0, 128)
-    renderer = Renderer(ctx, DisplayConfig())
+    renderer = Renderer(ctx, DisplayOptions())
     try:
         for _ in range(3):
             renderer.set_frame(frame, [swapped(crop, affine)] * 2)
@@ -184,7 +184,7 @@ def test_composite_happens_in_frame_space_under_display_rotation(ctx: moderngl.C
     cpu = cpu_composite(frame, faces)
     rb = ctx.renderbuffer((h, w), components=4)
     fbo = ctx.framebuffer(color_attachments=[rb])
-    renderer = Renderer(ctx, DisplayConfig(rotate=90))
+    renderer = Renderer(ctx, DisplayOptions(rotate=90))
     try:
         renderer.set_frame(frame, faces)
         fbo.use()

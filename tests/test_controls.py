@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from kiosk.bindings import DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
 from kiosk.booth.controls import (
-    DEFAULT_GAMEPAD,
-    DEFAULT_KEYBOARD,
-    GAMEPAD_BUTTONS,
     ControlState,
     GamepadInput,
     KeyboardInput,

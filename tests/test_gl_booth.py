@@ -8,8 +8,8 @@ import moderngl
 import numpy as np
 import pytest
 
-from kiosk.config import DisplayConfig
 from kiosk.render.booth_ui import TRANSITION_S, BoothView, FaceThumb
+from kiosk.render.options import DisplayOptions
 from kiosk.render.renderer import OverlayState, Renderer
 
 pytestmark = pytest.mark.gl
@@ -39,7 +39,7 @@ class Scene:
         self.size = fb_size
         self.rb = ctx.renderbuffer(fb_size, components=4)
         self.fbo = ctx.framebuffer(color_attachments=[self.rb])
-        self.renderer = Renderer(ctx, DisplayConfig(**display))  # type: ignore[arg-type]
+        self.renderer = Renderer(ctx, DisplayOptions(**display))  # type: ignore[arg-type]
 
     def draw(
         self,

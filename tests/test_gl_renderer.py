@@ -6,7 +6,7 @@ import moderngl
 import numpy as np
 import pytest
 
-from kiosk.config import DisplayConfig
+from kiosk.render.options import DisplayOptions
 from kiosk.render.renderer import OverlayState, Renderer
 from kiosk.render.window import OffscreenSurface, open_surface
 
@@ -36,7 +36,7 @@ def render(
     w, h = fb_size
     rb = ctx.renderbuffer((w, h), components=4)
     fbo = ctx.framebuffer(color_attachments=[rb])
-    renderer = Renderer(ctx, DisplayConfig(**display))  # type: ignore[arg-type]
+    renderer = Renderer(ctx, DisplayOptions(**display))  # type: ignore[arg-type]
     try:
         if frame is not None:
             renderer.set_frame(frame)
@@ -122,7 +122,7 @@ def test_odd_width_frame_uploads_with_byte_alignment(ctx: moderngl.Context) -> N
 
 
 def test_frame_texture_reused_while_size_unchanged(ctx: moderngl.Context) -> None:
-    renderer = Renderer(ctx, DisplayConfig())
+    renderer = Renderer(ctx, DisplayOptions())
     try:
         renderer.set_frame(quadrants_bgr(64, 32))
         renderer.set_frame(quadrants_bgr(64, 32)[::-1])  # same size, a non-contiguous view
@@ -216,7 +216,7 @@ def test_text_scales_with_screen_size(ctx: moderngl.Context) -> None:
 
 def test_repeated_draws_reuse_layout_and_stay_error_free(ctx: moderngl.Context) -> None:
     surface = OffscreenSurface(320, 180)
-    renderer = Renderer(surface.ctx, DisplayConfig(width=320, height=180))
+    renderer = Renderer(surface.ctx, DisplayOptions(width=320, height=180))
     try:
         renderer.set_frame(quadrants_bgr(160, 90))
         for i in range(5):
@@ -236,7 +236,7 @@ def test_repeated_draws_reuse_layout_and_stay_error_free(ctx: moderngl.Context) 
 
 def test_open_surface_headless_is_offscreen_of_display_size() -> None:
     try:
-        surface = open_surface(DisplayConfig(width=200, height=120, rotate=90), headless=True)
+        surface = open_surface(DisplayOptions(width=200, height=120, rotate=90), headless=True)
     except Exception as exc:
         pytest.skip(f"EGL unavailable: {exc}")
     try:
@@ -244,3 +244,12 @@ def test_open_surface_headless_is_offscreen_of_display_size() -> None:
         assert surface.begin_frame() == (200, 120)
     finally:
         surface.close()
+
+
+def test_display_options_mirror_the_config_section() -> None:
+    """The render package's plain record has the config section's fields and defaults."""
+    from kiosk.config import DisplayConfig
+
+    assert DisplayOptions.of(DisplayConfig()) == DisplayOptions()
+    custom = DisplayConfig.model_validate({"width": 640, "rotate": 90, "fit": "fill", "title": "t"})
+    assert DisplayOptions.of(custom) == DisplayOptions(width=640, rotate=90, fit="fill", title="t")

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from kiosk.config import DisplayConfig
+from kiosk.render.options import DisplayOptions
 from kiosk.render.renderer import OverlayState, Renderer
 from kiosk.render.window import DisplayError, Window, open_surface
 
@@ -29,7 +29,7 @@ def on_xvfb(xvfb_display: str, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_window_draws_and_reads_back(on_xvfb: str) -> None:
-    display = DisplayConfig(width=320, height=240, vsync=False)
+    display = DisplayOptions(width=320, height=240, vsync=False)
     window = open_surface(display, headless=False)
     assert isinstance(window, Window)
     renderer = Renderer(window.ctx, display)
@@ -63,7 +63,7 @@ def _keys_typed_into_window(xdotool_keys: list[str], expect: int) -> list[str]:
     xdotool = shutil.which("xdotool")
     if xdotool is None:
         pytest.skip("xdotool not installed")
-    window = Window(DisplayConfig(width=320, height=240, vsync=False, title="kiosk-key-test"))
+    window = Window(DisplayOptions(width=320, height=240, vsync=False, title="kiosk-key-test"))
     try:
         window.begin_frame()
         window.end_frame()
@@ -107,7 +107,7 @@ def test_fullscreen_missing_monitor_falls_back_to_primary(
     on_xvfb: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="kiosk.render.window")
-    window = Window(DisplayConfig(fullscreen=True, monitor=7, vsync=True))
+    window = Window(DisplayOptions(fullscreen=True, monitor=7, vsync=True))
     try:
         assert window.begin_frame() == XVFB_SIZE
         assert any("monitor 7 not found" in r.getMessage() for r in caplog.records)
@@ -121,6 +121,6 @@ def test_no_display_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     if not sys.platform.startswith("linux"):
         pytest.skip("the DISPLAY check is for Linux (X11/Wayland)")
     with pytest.raises(DisplayError) as err:
-        Window(DisplayConfig())
+        Window(DisplayOptions())
     message = str(err.value)
     assert "DISPLAY unset" in message and "--headless" in message and "\n" not in message

@@ -9,7 +9,6 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
-from kiosk.config import ProvidersConfig
 from kiosk.inference import gpu_runtime, sessions
 
 HAS_CUDA_PROVIDER = "CUDAExecutionProvider" in ort.get_available_providers()
@@ -44,7 +43,7 @@ def test_gpu_session_preloads_once_and_keeps_stdout_clean(
     tmp_path: Path, fresh: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     model = _model(tmp_path)
-    cfg = ProvidersConfig(order=["cuda", "cpu"])
+    cfg = sessions.ProviderOptions(order=("cuda", "cpu"))
     sessions.create_session(model, cfg)
     sessions.create_session(model, cfg)
     assert fresh == ["preload"]  # once per process, not per session
@@ -57,14 +56,14 @@ def test_gpu_session_preloads_once_and_keeps_stdout_clean(
 
 
 def test_cpu_only_config_loads_no_gpu_libraries(tmp_path: Path, fresh: list[str]) -> None:
-    _, used = sessions.create_session(_model(tmp_path), ProvidersConfig(order=["cpu"]))
+    _, used = sessions.create_session(_model(tmp_path), sessions.ProviderOptions(order=("cpu",)))
     assert used == "CPUExecutionProvider"
     assert fresh == []
 
 
 @pytest.mark.skipif(not HAS_CUDA_PROVIDER, reason="this onnxruntime build has no CUDA provider")
 def test_doctor_probe_preloads_too(fresh: list[str]) -> None:
-    sessions.probe_providers(ProvidersConfig(order=["cuda", "cpu"]))
+    sessions.probe_providers(sessions.ProviderOptions(order=("cuda", "cpu")))
     assert fresh == ["preload"]
 
 

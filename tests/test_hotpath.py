@@ -16,7 +16,14 @@ from kiosk.config import KioskConfig, ProvidersConfig
 from kiosk.inference import kernels
 from kiosk.inference.align import estimate_similarity
 from kiosk.inference.paste import PasteBack
-from kiosk.inference.sessions import CPU, SessionRunner, _requested, create_session, provider_options
+from kiosk.inference.sessions import (
+    CPU,
+    ProviderOptions,
+    SessionRunner,
+    _requested,
+    create_session,
+    provider_options,
+)
 from kiosk.pipeline import SwapPipeline
 from kiosk.types import SwappedFace
 
@@ -170,7 +177,7 @@ def test_closed_form_similarity_equals_svd_umeyama() -> None:
 
 # -- sessions ----------------------------------------------------------------------------------------------
 def test_iobinding_gives_the_plain_run_outputs(standin_dir: Path) -> None:
-    cpu = ProvidersConfig.model_validate({"order": ["cpu"]})
+    cpu = ProviderOptions.of(ProvidersConfig.model_validate({"order": ["cpu"]}))
     rng = np.random.default_rng(4)
     # (model, input size for dynamic dims, whether outputs can be preallocated)
     cases = [
@@ -203,14 +210,14 @@ def test_iobinding_gives_the_plain_run_outputs(standin_dir: Path) -> None:
 
 
 def test_provider_options_for_each_configuration(tmp_path: Path) -> None:
-    base = ProvidersConfig.model_validate({})
+    base = ProviderOptions.of(ProvidersConfig.model_validate({}))
     assert provider_options("cpu", base) == {}
     assert provider_options("cuda", base) == {"device_id": 0, "cudnn_conv_algo_search": "HEURISTIC"}
     assert provider_options("cuda", base, cuda_graph=True) == provider_options("cuda", base)  # off in config
-    graph = ProvidersConfig.model_validate({"cuda_graph": True, "device_id": 1})
+    graph = ProviderOptions.of(ProvidersConfig.model_validate({"cuda_graph": True, "device_id": 1}))
     assert provider_options("cuda", graph, cuda_graph=True)["enable_cuda_graph"] == "1"
     assert "enable_cuda_graph" not in provider_options("cuda", graph)  # only fixed-shape sessions
-    no_bind = ProvidersConfig.model_validate({"cuda_graph": True, "iobinding": False})
+    no_bind = ProviderOptions.of(ProvidersConfig.model_validate({"cuda_graph": True, "iobinding": False}))
     assert "enable_cuda_graph" not in provider_options("cuda", no_bind, cuda_graph=True)
     trt = provider_options("tensorrt", graph, base_dir=tmp_path, cuda_graph=True)
     assert trt == {
@@ -222,9 +229,11 @@ def test_provider_options_for_each_configuration(tmp_path: Path) -> None:
         "trt_fp16_enable": True,
         "trt_cuda_graph_enable": True,
     }
-    fp32 = ProvidersConfig.model_validate({"trt_fp16": False})
+    fp32 = ProviderOptions.of(ProvidersConfig.model_validate({"trt_fp16": False}))
     assert provider_options("tensorrt", fp32)["trt_fp16_enable"] is False
-    order = ProvidersConfig.model_validate({"order": ["tensorrt", "cuda", "cpu"], "cuda_graph": True})
+    order = ProviderOptions.of(
+        ProvidersConfig.model_validate({"order": ["tensorrt", "cuda", "cpu"], "cuda_graph": True})
+    )
     requested = _requested(order, tmp_path, cuda_graph=True)
     assert requested[-1] == (CPU, {})
     for name, opts in requested[:-1]:

@@ -14,12 +14,11 @@ import standins
 from inference_fixtures import *  # noqa: F403
 from inference_fixtures import cpu_only
 
-from kiosk.config import ProvidersConfig
 from kiosk.inference.detector import make_detector
 from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError, ModelSignatureError
 from kiosk.inference.paste import PasteBack, feather_mask
-from kiosk.inference.sessions import CPU, create_session, probe_providers
+from kiosk.inference.sessions import CPU, ProviderOptions, create_session, probe_providers
 from kiosk.inference.specs import INSWAPPER_128, W600K_R50, check_signature, spec_for_file
 from kiosk.inference.swapper import InSwapper
 
@@ -131,14 +130,14 @@ def test_paste_outside_frame_is_a_no_op() -> None:
 # -- sessions --------------------------------------------------------------------------------------
 def test_gpu_request_falls_back_to_cpu_loudly(standin_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
-    session, used = create_session(standin_dir / "w600k_r50.onnx", ProvidersConfig(order=["cuda", "cpu"]))
+    session, used = create_session(standin_dir / "w600k_r50.onnx", ProviderOptions(order=("cuda", "cpu")))
     assert used == session.get_providers()[0]
     if used == CPU:  # no usable GPU here: it must have said so
         assert any("FALLING BACK TO CPUExecutionProvider" in r.getMessage() for r in caplog.records)
 
 
 def test_probe_providers() -> None:
-    result = probe_providers(ProvidersConfig(order=["tensorrt", "cuda", "cpu"]))
+    result = probe_providers(ProviderOptions(order=("tensorrt", "cuda", "cpu")))
     assert result[CPU] is None
     assert set(result) == {"TensorrtExecutionProvider", "CUDAExecutionProvider", CPU}
     assert all(v is None or isinstance(v, str) for v in result.values())
@@ -188,3 +187,12 @@ def test_emap_must_be_last(tmp_path: Path) -> None:
     path = standins.make_swapper(tmp_path / "inswapper_128.onnx", emap_last=False)
     with pytest.raises(ModelSignatureError, match="last initializer"):
         _open(InSwapper, path, "swapper")
+
+
+def test_provider_options_mirror_the_config_section() -> None:
+    """The inference package's plain record has the config section's fields and defaults."""
+    from kiosk.config import ProvidersConfig
+
+    assert ProviderOptions.of(ProvidersConfig()) == ProviderOptions()
+    custom = ProvidersConfig.model_validate({"order": ["cpu"], "device_id": 2, "trt_fp16": False})
+    assert ProviderOptions.of(custom) == ProviderOptions(order=("cpu",), device_id=2, trt_fp16=False)

@@ -14,48 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from kiosk.bindings import GAMEPAD_BUTTONS, REPEATING
+
 log = logging.getLogger(__name__)
-
-#: Every action a binding may name. ``pick_face_N`` picks the N-th face (1-based).
-ACTIONS: tuple[str, ...] = (
-    "next_face",
-    "prev_face",
-    *(f"pick_face_{n}" for n in range(1, 10)),
-    "toggle_swap",
-    "toggle_enhance",
-    "toggle_debug",
-    "snapshot",
-    "quit",
-)
-
-#: Actions that repeat while a gamepad button is held.
-REPEATING = frozenset({"next_face", "prev_face"})
-
-#: glfw's standard gamepad button order (GLFW_GAMEPAD_BUTTON_*).
-GAMEPAD_BUTTONS: tuple[str, ...] = (
-    "A", "B", "X", "Y", "LEFT_BUMPER", "RIGHT_BUMPER", "BACK", "START", "GUIDE",
-    "LEFT_THUMB", "RIGHT_THUMB", "DPAD_UP", "DPAD_RIGHT", "DPAD_DOWN", "DPAD_LEFT",
-)  # fmt: skip
-
-DEFAULT_KEYBOARD: dict[str, list[str]] = {
-    "next_face": ["RIGHT", "PAGE_DOWN", "N"],
-    "prev_face": ["LEFT", "PAGE_UP", "P"],
-    **{f"pick_face_{n}": [str(n)] for n in range(1, 10)},
-    "toggle_swap": ["SPACE", "S"],
-    "toggle_enhance": ["E"],
-    "toggle_debug": ["D", "F1"],
-    "snapshot": ["F12"],
-    "quit": ["ESCAPE", "CTRL+SHIFT+Q"],
-}
-
-DEFAULT_GAMEPAD: dict[str, list[str]] = {
-    "next_face": ["RIGHT_BUMPER", "DPAD_RIGHT"],
-    "prev_face": ["LEFT_BUMPER", "DPAD_LEFT"],
-    "toggle_swap": ["A"],
-    "toggle_enhance": ["X"],
-    "toggle_debug": ["BACK"],
-    "snapshot": ["Y"],
-}
 
 
 @dataclass

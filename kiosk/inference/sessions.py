@@ -20,9 +20,9 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
-from kiosk.config import ProvidersConfig
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
 from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
+from kiosk.options import copy_fields
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +35,29 @@ PROVIDER_NAMES = {
 CPU = PROVIDER_NAMES["cpu"]
 
 
+@dataclass(frozen=True)
+class ProviderOptions:
+    """How sessions are created: the fields of the config's ``models.providers`` (same names, same
+    defaults; a test keeps them in step). Build one from config with :meth:`of`."""
+
+    order: tuple[str, ...] = ("cuda", "cpu")
+    device_id: int = 0
+    intra_op_threads: int = 0
+    trt_cache_dir: str = "models/trt_cache"
+    trt_fp16: bool = True
+    cudnn_conv_algo_search: str = "HEURISTIC"
+    iobinding: bool = True
+    cuda_graph: bool = False
+    warmup: bool = True
+
+    @classmethod
+    def of(cls, section: Any) -> ProviderOptions:
+        """From a ``models.providers`` config section (or anything with these attributes)."""
+        return copy_fields(cls, section)
+
+
 def provider_options(
-    name: str, cfg: ProvidersConfig, base_dir: Path | None = None, cuda_graph: bool = False
+    name: str, cfg: ProviderOptions, base_dir: Path | None = None, cuda_graph: bool = False
 ) -> dict[str, Any]:
     """ONNX Runtime options for config provider ``name`` ("tensorrt", "cuda", "cpu").
 
@@ -69,7 +90,7 @@ def provider_options(
 
 
 def _requested(
-    cfg: ProvidersConfig, base_dir: Path | None, cuda_graph: bool = False
+    cfg: ProviderOptions, base_dir: Path | None, cuda_graph: bool = False
 ) -> list[tuple[str, dict[str, Any]]]:
     """Providers from config that this onnxruntime build has, CPU always last as the safety net."""
     available = set(ort.get_available_providers())
@@ -90,7 +111,7 @@ def _requested(
     return out
 
 
-def _session_options(cfg: ProvidersConfig) -> ort.SessionOptions:
+def _session_options(cfg: ProviderOptions) -> ort.SessionOptions:
     so = ort.SessionOptions()
     so.intra_op_num_threads = cfg.intra_op_threads
     so.inter_op_num_threads = 1
@@ -104,7 +125,7 @@ def _session_options(cfg: ProvidersConfig) -> ort.SessionOptions:
 
 def create_session(
     path: str | Path,
-    providers_cfg: ProvidersConfig,
+    providers_cfg: ProviderOptions,
     base_dir: Path | None = None,
     cuda_graph: bool = False,
 ) -> tuple[ort.InferenceSession, str]:
@@ -188,7 +209,7 @@ def _probe_one(name: str, options: tuple[tuple[str, Any], ...]) -> str | None:
     return None
 
 
-def probe_providers(providers_cfg: ProvidersConfig) -> dict[str, str | None]:
+def probe_providers(providers_cfg: ProviderOptions) -> dict[str, str | None]:
     """For each configured provider (and the CPU): ``None`` if it really runs a tiny session, else
     the reason it does not."""
     available = set(ort.get_available_providers())

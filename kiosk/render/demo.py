@@ -18,8 +18,8 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from kiosk.config import DisplayConfig
 from kiosk.render.booth_ui import TRANSITION_S, BoothView, FaceThumb
+from kiosk.render.options import DisplayOptions
 from kiosk.render.overlay import OverlayState
 from kiosk.render.renderer import Renderer, logical_size
 from kiosk.render.window import OffscreenSurface, save_png
@@ -106,7 +106,7 @@ WARNINGS = [
 ]
 
 
-def render_views(surface: OffscreenSurface, display: DisplayConfig, out: Path) -> dict[str, Path]:
+def render_views(surface: OffscreenSurface, display: DisplayOptions, out: Path) -> dict[str, Path]:
     """Draw the demo views into ``surface`` and save them under ``out``; returns name → path."""
     renderer = Renderer(surface.ctx, display)
     faces = demo_faces(6)
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", action="store_true", help="also write 1280x720 copies as docs-*.png")
     args = parser.parse_args(argv)
     w, h = (int(v) for v in args.size.lower().split("x"))
-    display = DisplayConfig.model_validate({"width": w, "height": h, "rotate": args.rotate})
+    display = DisplayOptions(width=w, height=h, rotate=args.rotate)
     surface = OffscreenSurface(w, h)
     try:
         saved = render_views(surface, display, args.out)

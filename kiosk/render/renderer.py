@@ -20,10 +20,10 @@ from collections.abc import Sequence
 import moderngl
 import numpy as np
 
-from kiosk.config import DisplayConfig
 from kiosk.render.booth_layer import BoothLayer
 from kiosk.render.booth_ui import BoothView, FaceThumb
 from kiosk.render.composite import FaceCrops
+from kiosk.render.options import DisplayOptions
 from kiosk.render.overlay import OverlayState, TextOverlay
 from kiosk.render.shaders import load_program, uniform
 from kiosk.types import FrameBGR, SwappedFace
@@ -45,7 +45,7 @@ def logical_size(fb_size: tuple[int, int], rotate_deg: int) -> tuple[int, int]:
 class Renderer:
     """Draws frames and overlays into whatever framebuffer is bound. Main (GL) thread only."""
 
-    def __init__(self, ctx: moderngl.Context, display: DisplayConfig) -> None:
+    def __init__(self, ctx: moderngl.Context, display: DisplayOptions) -> None:
         self._ctx = ctx
         self._quarter_turns = (display.rotate // 90) % 4
         self._rotate_deg = display.rotate

@@ -21,7 +21,7 @@ import moderngl
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.config import DisplayConfig
+from kiosk.render.options import DisplayOptions
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ def _key_names() -> dict[int, str]:
 class Window:
     """A glfw window with a GL 3.3 core context: fullscreen on ``display.monitor`` or windowed."""
 
-    def __init__(self, display: DisplayConfig) -> None:
+    def __init__(self, display: DisplayOptions) -> None:
         if sys.platform.startswith("linux") and not (
             os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
         ):
@@ -214,7 +214,7 @@ class Window:
     def _last_error(self) -> str:
         return self._errors[-1] if self._errors else "unknown error"
 
-    def _create(self, display: DisplayConfig) -> Any:
+    def _create(self, display: DisplayOptions) -> Any:
         glfw = self._glfw
         glfw.default_window_hints()
         glfw.window_hint(glfw.CLIENT_API, glfw.OPENGL_API)
@@ -314,7 +314,7 @@ class Window:
         self._glfw.set_error_callback(None)  # type: ignore[arg-type]
 
 
-def open_surface(display: DisplayConfig, headless: bool) -> Window | OffscreenSurface:
+def open_surface(display: DisplayOptions, headless: bool) -> Window | OffscreenSurface:
     """A :class:`Window` for ``display``, or an :class:`OffscreenSurface` of its width x height."""
     if headless:
         return OffscreenSurface(display.width, display.height)

@@ -196,7 +196,7 @@ def build_cuda_version() -> tuple[int, int] | None:
 
 
 def _probe_sessions(providers: ProvidersConfig) -> dict[str, str | None]:
-    from kiosk.inference.sessions import probe_providers
+    from kiosk.inference.sessions import ProviderOptions, probe_providers
 
     try:
         import onnxruntime as ort
@@ -208,7 +208,7 @@ def _probe_sessions(providers: ProvidersConfig) -> dict[str, str | None]:
         pass
     # onnxruntime print()s its "EP Error ... Falling back" banner to stdout: keep --json output clean.
     with contextlib.redirect_stdout(io.StringIO()):
-        return probe_providers(providers)
+        return probe_providers(ProviderOptions.of(providers))
 
 
 def _onnxruntime_version() -> str:

@@ -1,0 +1,90 @@
+"""Package boundaries: which parts of the kiosk may import which.
+
+- ``kiosk/config.py`` (the schema) depends on no feature module: only the plain data modules
+  ``kiosk.bindings`` and ``kiosk.options`` (and the standard library and third-party packages).
+- No module of ``kiosk/inference/`` or ``kiosk/render/`` imports ``kiosk.config`` or ``kiosk.booth``:
+  they take plain option records (``ProviderOptions``, ``DisplayOptions``, ...).
+
+Imports are read from the source (every ``import``/``from`` statement, also inside functions and
+``TYPE_CHECKING`` blocks), so a lazy import cannot slip past.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+KIOSK = Path(__file__).resolve().parents[1] / "kiosk"
+
+CONFIG_MAY_IMPORT = {"kiosk.bindings", "kiosk.options"}
+#: The package itself (``kiosk/__init__.py``: the version and the project root) is neutral.
+NEUTRAL = {"kiosk"}
+FORBIDDEN_FOR_FEATURES = ("kiosk.config", "kiosk.booth")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports (absolute names; relative imports resolved)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    package = ".".join(path.relative_to(KIOSK.parent).with_suffix("").parts[:-1])
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            out.add(mod)
+            # ``from kiosk import config`` imports the module kiosk.config (a name that is a module)
+            out.update(f"{mod}.{a.name}" for a in node.names if _is_module(f"{mod}.{a.name}"))
+    return out
+
+
+def _is_module(name: str) -> bool:
+    rel = Path(*name.split("."))
+    return (KIOSK.parent / rel.with_suffix(".py")).is_file() or (KIOSK.parent / rel / "__init__.py").is_file()
+
+
+def _is_under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_imported_modules_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
+    pkg = KIOSK / "render"
+    probe = pkg / "_probe_boundaries.py"
+    probe.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from kiosk.config import DisplayConfig\n"
+        "def f():\n    from ..booth import faces\n    import kiosk.config\n"
+        "from kiosk import config\n",
+        encoding="utf-8",
+    )
+    try:
+        mods = imported_modules(probe)
+    finally:
+        probe.unlink()
+    assert {"kiosk.config", "kiosk.booth", "kiosk.booth.faces"} <= mods
+
+
+def test_config_imports_no_feature_module() -> None:
+    kiosk_imports = {m for m in imported_modules(KIOSK / "config.py") if _is_under(m, "kiosk")}
+    allowed = CONFIG_MAY_IMPORT | NEUTRAL
+    assert kiosk_imports <= allowed, sorted(kiosk_imports - allowed)
+
+
+def test_inference_and_render_do_not_import_config_or_booth() -> None:
+    offenders = []
+    for sub in ("inference", "render"):
+        for path in sorted((KIOSK / sub).rglob("*.py")):
+            for mod in imported_modules(path):
+                if any(_is_under(mod, bad) for bad in FORBIDDEN_FOR_FEATURES):
+                    offenders.append(f"{path.relative_to(KIOSK.parent)} imports {mod}")
+    assert not offenders, "\n".join(offenders)
+
+
+def test_plain_data_modules_import_nothing_of_the_kiosk() -> None:
+    for name in CONFIG_MAY_IMPORT:
+        path = KIOSK / (name.split(".", 1)[1] + ".py")
+        assert not {m for m in imported_modules(path) if _is_under(m, "kiosk")} - NEUTRAL, name
