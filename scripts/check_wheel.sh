@@ -82,6 +82,6 @@ EOF
 "$kiosk" config check x.yaml
 if "$kiosk" config init x.yaml >/dev/null 2>&1; then echo "check_wheel: config init overwrote x.yaml" >&2; exit 1; fi
 # No camera/GPU here: doctor exits non-zero; its report must still be valid JSON.
-"$kiosk" doctor --json --headless >doctor.json 2>doctor.err || true
+"$kiosk" doctor --json >doctor.json 2>doctor.err || true
 "$venv/bin/python" -c 'import json; r = json.load(open("doctor.json")); print("check_wheel: doctor --json OK:", type(r).__name__)'
 say "OK ($wheel)"

@@ -252,3 +252,18 @@ def test_shaders_are_package_data() -> None:
         pytest.skip("KIOSK_SHADERS_DIR is set")
     assert shaders_dir() == ROOT / "kiosk" / "shaders"
     assert not (ROOT / "shaders").exists()
+
+
+def test_doctor_checks_the_kernel_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kiosk.appliance.doctor import check_cache, make_context
+
+    cfg = tmp_path / "k.yaml"
+    cfg.write_text("models: {dir: models}\n")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "kernels"))
+    result = next(r for r in check_cache(make_context(cfg)) if r.name == "kernel-cache-writable")
+    assert result.ok and str(tmp_path / "kernels") in result.detail
+    blocked = tmp_path / "a-file"  # not a folder: no cache can be made below it, even as root
+    blocked.write_text("")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(blocked / "kernels"))
+    result = next(r for r in check_cache(make_context(cfg)) if r.name == "kernel-cache-writable")
+    assert not result.ok and "NUMBA_CACHE_DIR" in result.fix

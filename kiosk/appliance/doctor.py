@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from kiosk import PROJECT_ROOT
+from kiosk import PROJECT_ROOT, paths
 from kiosk.config import ConfigError, KioskConfig, load_config
 
 Severity = Literal["error", "warning"]
@@ -756,7 +756,23 @@ def check_cache(ctx: DoctorContext) -> list[CheckResult]:
             "error" if needed else "warning",
         )
     )
+    results.append(_check_kernel_cache())
     return results
+
+
+def _check_kernel_cache() -> CheckResult:
+    """numba's kernel cache (:func:`kiosk.paths.configure_numba_cache`): without it every start
+    compiles the pixel kernels again."""
+    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or paths.cache_dir() / "numba")
+    ok, text = _writable(folder)
+    return CheckResult(
+        "kernel-cache-writable",
+        ok,
+        text,
+        f"sudo chown -R $USER {_existing_parent(folder)} or set NUMBA_CACHE_DIR to a writable folder "
+        "(without it every start compiles the pixel kernels again, seconds)",
+        "warning",
+    )
 
 
 # ----------------------------------------------------------------------------------------- driver

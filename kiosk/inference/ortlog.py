@@ -139,7 +139,11 @@ def capture(quiet: bool = False) -> Iterator[Captured]:
     with _lock, tempfile.TemporaryFile() as tmp:
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.flush()
-        saved = os.dup(2)
+        try:
+            saved = os.dup(2)
+        except OSError:  # no stderr at all (closed): nothing to capture or to keep clean
+            yield result
+            return
         os.dup2(tmp.fileno(), 2)
         _depth += 1
         _set_default_severity(SEVERITY_WARNING)
