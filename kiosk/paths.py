@@ -106,7 +106,10 @@ def configure_numba_cache() -> None:
     before anything imports numba (numba reads the variable once, at import)."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    folder = str(cache_dir() / "numba")
+    try:
+        folder = str(cache_dir() / "numba")
+    except (KeyError, RuntimeError, OSError):  # no home folder to derive it from: numba's own default
+        return
     os.environ["NUMBA_CACHE_DIR"] = folder
     numba = sys.modules.get("numba")
     if numba is not None:  # imported before kiosk: its config already read the environment
