@@ -3,6 +3,7 @@
 # or to repair): it changes only what differs and says what it changed. See deploy/README.md.
 #
 #   sudo deploy/install.sh                 # everything: packages, user, app, models, session, service
+#   sudo deploy/install.sh --wheel F.whl   # install that wheel (an update) instead of building one
 #   sudo deploy/install.sh --dry-run       # show what would change, change nothing
 #   deploy/install.sh --root /tmp/stage    # write the files under a staging folder only (tests)
 #   sudo deploy/install.sh --tensorrt      # also TensorRT's libraries (GPU runtime: see deploy/gpu-runtime.sh)
@@ -19,6 +20,7 @@ DO_VENV=1
 DO_MODELS=1
 DO_ENABLE=1
 GPU_ARGS=()
+WHEEL=""
 CONFIG_DIR=/etc/faceswap-kiosk
 STATE_DIR=/var/lib/faceswap-kiosk
 CACHE_DIR=/var/cache/faceswap-kiosk
@@ -33,6 +35,7 @@ Usage: $0 [options]
   --session KIND     x11 (autologin + minimal X on tty1, default), cage (Wayland kiosk compositor),
                      or none (you provide the display; set DISPLAY in /etc/default/faceswap-kiosk)
   --no-apt           do not install Debian packages
+  --wheel FILE       install this faceswap-kiosk wheel (default: build one from this checkout)
   --no-venv          do not create/update the virtualenv
   --no-models        do not run \`kiosk models fetch\`
   --no-enable        install the service but do not enable it at boot
@@ -52,6 +55,7 @@ while [ "$#" -gt 0 ]; do
         --user) KIOSK_USER=${2:?}; shift ;;
         --session) SESSION=${2:?}; shift ;;
         --no-apt) DO_APT=0 ;;
+        --wheel) WHEEL=$(cd "$(dirname "${2:?}")" && pwd)/$(basename "$2"); shift ;;
         --no-venv) DO_VENV=0 ;;
         --no-models) DO_MODELS=0 ;;
         --no-enable) DO_ENABLE=0 ;;
@@ -87,7 +91,7 @@ SUBST=(
 UNIT=/etc/systemd/system/faceswap-kiosk.service
 DROPIN_DIR=/etc/systemd/system/faceswap-kiosk.service.d
 
-say "faceswap-kiosk install: source $SRC -> ${ROOT}$PREFIX (session $SESSION, user $KIOSK_USER)"
+say "faceswap-kiosk install: ${WHEEL:-source $SRC} -> ${ROOT}$PREFIX (session $SESSION, user $KIOSK_USER)"
 
 # 1. Debian packages ------------------------------------------------------------------------------
 if [ "$DO_APT" = 1 ]; then
@@ -120,24 +124,46 @@ if ! staged; then
     done
 fi
 
-# 3. The application (root-owned: the kiosk user can read, not change it) ------------------------
+# 3. The appliance files (root-owned): deploy/ only; the application itself is the wheel (step 4) --
 if [ "$SRC" != "$PREFIX" ] || staged; then
-    sync_tree "$SRC" "$PREFIX"
+    sync_tree "$SRC/deploy" "$PREFIX/deploy"
+    for old in kiosk shaders configs scripts tests benchmarks docs pyproject.toml README.md; do
+        drop "$PREFIX/$old" # a source tree copied there by an older install.sh (editable install)
+    done
 fi
 
-# 4. Virtualenv with the package (editable, so shaders/ and configs/ stay next to the code) ------
+# 4. Virtualenv with the kiosk installed from a wheel, never editable: a booth never runs from a git
+#    checkout, and an update is a new wheel. Re-run only when the wheel or the sources changed.
 if [ "$DO_VENV" = 1 ]; then
     venv=$PREFIX/.venv
     if [ ! -x "$venv/bin/python" ]; then
         changed "create virtualenv $venv"
         run python3 -m venv "$venv"
     fi
+    [ -z "$WHEEL" ] || [ -f "$WHEEL" ] || die "--wheel $WHEEL: no such file"
     stamp=$venv/.faceswap-kiosk-installed
-    want_stamp=$(sha256sum "$PREFIX/pyproject.toml" | cut -d' ' -f1)
+    if [ -n "$WHEEL" ]; then
+        want_stamp=$(sha256sum "$WHEEL" | cut -d' ' -f1)
+    else
+        want_stamp=$(package_sources "$SRC" | (cd "$SRC" && xargs -d '\n' sha256sum) | sha256sum | cut -d' ' -f1)
+    fi
     if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want_stamp" ] || [ ! -x "$venv/bin/kiosk" ]; then
-        changed "pip install -e $PREFIX"
+        wheel=$WHEEL
+        if [ -z "$wheel" ]; then
+            changed "build the faceswap-kiosk wheel from $SRC"
+            build=$(mktemp -d)
+            if [ "$DRY_RUN" = 0 ]; then
+                package_sources "$SRC" | (cd "$SRC" && xargs -d '\n' cp --parents -t "$build")
+                run "$venv/bin/pip" wheel --quiet --no-deps -w "$build/dist" "$build"
+                wheel=$(ls "$build"/dist/faceswap_kiosk-*.whl)
+            fi
+        fi
+        changed "pip install ${wheel:-<the wheel>} into $venv"
         run "$venv/bin/pip" install --quiet --upgrade pip
-        run "$venv/bin/pip" install --quiet -e "$PREFIX"
+        run "$venv/bin/pip" install --quiet "$wheel"
+        # The same version number may hold newer code: this exact wheel replaces what is there.
+        run "$venv/bin/pip" install --quiet --force-reinstall --no-deps "$wheel"
+        if [ -z "$WHEEL" ]; then rm -rf "$build"; fi
         [ "$DRY_RUN" = 1 ] || printf '%s\n' "$want_stamp" >"$stamp"
     fi
 fi
@@ -176,6 +202,14 @@ if [ "$DO_MODELS" = 1 ]; then
     if ! run runuser -u "$KIOSK_USER" -- "$PREFIX/.venv/bin/kiosk" models fetch --config "$CONFIG_DIR/kiosk.yaml"; then
         warn "model download failed; run it again later: sudo -u $KIOSK_USER $PREFIX/.venv/bin/kiosk models fetch --config $CONFIG_DIR/kiosk.yaml"
     fi
+fi
+
+# Compile the numba kernels ahead into the service's cache (CacheDirectory=), so even the first start
+# only loads them.
+if [ "$DO_VENV" = 1 ] && ! staged; then
+    say "  compile the kiosk's kernels into $CACHE_DIR/numba"
+    run runuser -u "$KIOSK_USER" -- env CACHE_DIRECTORY="$CACHE_DIR" "$PREFIX/.venv/bin/python" -c \
+        'from kiosk.inference import kernels; kernels.warm_up()' || warn "kernel compile failed; the kiosk compiles them at its first start"
 fi
 
 # 7. Service, logs, power, devices ---------------------------------------------------------------

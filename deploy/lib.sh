@@ -95,6 +95,11 @@ app_files() {
         ! -name '*.pyc' ! -name '*.onnx' ! -name '*.part' ! -name '*.tmp' ! -name '*.log' -print) | LC_ALL=C sort
 }
 
+# package_sources SRC: the files the faceswap-kiosk wheel is built from, relative to SRC.
+package_sources() {
+    app_files "$1" | grep -E '^\./(kiosk/|pyproject\.toml$|README\.md$)' | sed 's#^\./##'
+}
+
 # sync_tree SRC DEST: make $ROOT/DEST hold exactly the application files of SRC (root-owned).
 sync_tree() {
     local src=$1 dest=$2 f mode

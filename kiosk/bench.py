@@ -46,7 +46,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.config import KioskConfig, load_config
+from kiosk.config import KioskConfig, default_config_path, load_config
 from kiosk.pipeline import SwapPipeline, read_image
 from kiosk.processing import Processor
 from kiosk.types import FrameBGR, SwapResult
@@ -563,7 +563,7 @@ def cmd_bench(args: Any) -> int:
     try:
         config = Path(args.config) if args.config else None
         if config is None and not args.standins:
-            default = Path("configs/default.yaml")
+            default = default_config_path()
             config = default if default.is_file() else None
         cfg, standin_detector = bench_config(
             config,

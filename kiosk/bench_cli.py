@@ -20,7 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "frames, allocations per frame and the share of time inside session.run.",
     )
     p.add_argument(
-        "--config", "-c", help="YAML config (models, providers, processing); default configs/default.yaml"
+        "--config",
+        "-c",
+        help="YAML config (models, providers, processing); default: the kiosk's default config",
     )
     p.add_argument("--frames", type=int, default=200, help="processed frames to measure (default 200)")
     p.add_argument("--size", default="1280x720", help="frame size WxH (default 1280x720)")

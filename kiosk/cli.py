@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Sequence
+
+from kiosk.paths import DIST_NAME
 
 # Modules that add sub-commands; each has ``register(subparsers)`` and sets ``func`` on its parsers.
 _COMMAND_MODULES = (
@@ -16,8 +19,19 @@ _COMMAND_MODULES = (
 )
 
 
+def version() -> str:
+    """The installed distribution's version (package metadata); the source's when not installed."""
+    try:
+        return importlib.metadata.version(DIST_NAME)
+    except importlib.metadata.PackageNotFoundError:
+        from kiosk import __version__
+
+        return __version__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kiosk", description="Real-time face-swap kiosk.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:

@@ -6,10 +6,12 @@ import argparse
 import faulthandler
 import logging
 import logging.handlers
+import os
 import sys
 from pathlib import Path
 
 from kiosk.config import ConfigError, KioskConfig, config_table, default_config_path, dump_config, load_config
+from kiosk.paths import bundled_config
 
 log = logging.getLogger("kiosk")
 
@@ -28,6 +30,22 @@ def setup_logging(cfg: KioskConfig) -> None:
     )
 
 
+_fault_file = None
+
+
+def _enable_faulthandler() -> None:
+    """Dump every thread's stack on a fatal signal (the watchdog's SIGABRT) to a copy of stderr,
+    which stays the journal while ONNX Runtime's log is captured (:mod:`kiosk.inference.ortlog`)."""
+    global _fault_file
+    if _fault_file is None:
+        try:
+            _fault_file = os.fdopen(os.dup(2), "w")
+        except OSError:
+            faulthandler.enable(all_threads=True)
+            return
+    faulthandler.enable(file=_fault_file, all_threads=True)
+
+
 def _load_or_report(path: str) -> KioskConfig | None:
     try:
         return load_config(path)
@@ -40,12 +58,12 @@ def _load_or_report(path: str) -> KioskConfig | None:
 def cmd_run(args: argparse.Namespace) -> int:
     from kiosk.app import KioskApp, RunOptions
 
-    config_path = args.config or str(default_config_path())
+    config_path = str(bundled_config("demo")) if args.demo else (args.config or str(default_config_path()))
     cfg = _load_or_report(config_path)
     if cfg is None:
         return 2
     setup_logging(cfg)
-    faulthandler.enable()
+    _enable_faulthandler()
     opts = RunOptions(
         headless=args.headless,
         frames=args.frames,
@@ -84,13 +102,36 @@ def cmd_config_doc(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config_init(args: argparse.Namespace) -> int:
+    from kiosk.config_init import write_config
+
+    preset = "demo" if args.demo else "booth"
+    path = Path(args.file)
+    try:
+        write_config(path, preset, force=args.force)
+    except FileExistsError as exc:
+        print(f"kiosk config init: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"kiosk config init: {path}: cannot write: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"{path}: written ({preset}); check an edit with: kiosk config check {path}")
+    return 0
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run the kiosk (window, fullscreen or headless)")
-    run.add_argument(
+    which = run.add_mutually_exclusive_group()
+    which.add_argument(
+        "--demo",
+        action="store_true",
+        help="run the bundled demo config (synthetic source in a window; no camera, no models needed)",
+    )
+    which.add_argument(
         "--config",
         "-c",
         default=None,
-        help="YAML config (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+        help="YAML config (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, the bundled default.yaml)",
     )
     run.add_argument("--headless", action="store_true", help="render offscreen (EGL), no window")
     run.add_argument("--frames", type=int, default=0, help="exit after N rendered frames")
@@ -116,3 +157,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     show.set_defaults(func=cmd_config_show)
     doc = config_sub.add_parser("doc", help="print the Markdown table of every key (as in README.md)")
     doc.set_defaults(func=cmd_config_doc)
+    init = config_sub.add_parser(
+        "init", help="write a commented YAML config (every key with description, default, bounds)"
+    )
+    init.add_argument("file", metavar="PATH")
+    preset = init.add_mutually_exclusive_group()
+    preset.add_argument("--booth", action="store_true", help="values of the bundled booth config (default)")
+    preset.add_argument("--demo", action="store_true", help="values of the bundled demo config")
+    init.add_argument("--force", action="store_true", help="overwrite PATH if it exists")
+    init.set_defaults(func=cmd_config_init)

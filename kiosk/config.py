@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from kiosk.bindings import ACTIONS, DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
+from kiosk.paths import MODELS_DIR_ENV, bundled_config, data_dir, is_bundled_config
 
 Rotation = Literal[0, 90, 180, 270]
 ProviderName = Literal["tensorrt", "cuda", "cpu"]
@@ -395,8 +396,11 @@ def _format_loc(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str]:
     return tuple(clean), text or "(top level)"
 
 
-def parse_config(text: str, path: str = "<config>", base_dir: Path | None = None) -> KioskConfig:
-    """Validate YAML ``text``; raise :class:`ConfigError` with one line per problem."""
+def parse_config(
+    text: str, path: str = "<config>", base_dir: Path | None = None, *, env: bool = True
+) -> KioskConfig:
+    """Validate YAML ``text``; raise :class:`ConfigError` with one line per problem. ``env``: apply
+    the environment's overrides (``$KIOSK_MODELS_DIR``)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -428,7 +432,8 @@ def parse_config(text: str, path: str = "<config>", base_dir: Path | None = None
             where = f"{path}:{line_no}" if line_no else path
             problems.append((line_no, f"{where}: {text_loc}: {_describe(dict(err))}"))
         raise ConfigError(path, [text for _, text in sorted(problems, key=lambda p: p[0])]) from None
-    return cfg.model_copy(update={"base_dir": base_dir or Path.cwd()})
+    cfg = cfg.model_copy(update={"base_dir": base_dir or Path.cwd()})
+    return _apply_env(cfg) if env else cfg
 
 
 #: Where an installed booth keeps its config (deploy/install.sh).
@@ -437,34 +442,74 @@ SYSTEM_CONFIG = Path("/etc/faceswap-kiosk/kiosk.yaml")
 
 def default_config_path() -> Path:
     """The config used when none is named: ``$KIOSK_CONFIG``, else the installed booth config,
-    else the repository's ``configs/default.yaml``."""
+    else the booth config shipped in the package (``kiosk/configs/default.yaml``)."""
     env = os.environ.get("KIOSK_CONFIG")
     if env:
         return Path(env)
     if SYSTEM_CONFIG.exists():
         return SYSTEM_CONFIG
-    from kiosk import PROJECT_ROOT
-
-    return PROJECT_ROOT / "configs" / "default.yaml"
+    return bundled_config("default")
 
 
-def load_config(path: str | Path) -> KioskConfig:
-    """Read and validate the YAML file at ``path``."""
+def _config_base_dir(p: Path) -> Path:
+    """Relative paths in a config resolve against its folder; those in the configs shipped in the
+    package (which must not point into site-packages) against the kiosk's data folder."""
+    return data_dir() if is_bundled_config(p) else p.resolve().parent
+
+
+def _apply_env(cfg: KioskConfig) -> KioskConfig:
+    """``$KIOSK_MODELS_DIR`` replaces ``models.dir`` of every config (models on another disk, CI)."""
+    models_dir = os.environ.get(MODELS_DIR_ENV)
+    if not models_dir:
+        return cfg
+    return cfg.model_copy(update={"models": cfg.models.model_copy(update={"dir": models_dir})})
+
+
+def load_config(path: str | Path, *, env: bool = True) -> KioskConfig:
+    """Read and validate the YAML file at ``path`` (``env``: see :func:`parse_config`)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(
-            str(p), [f"{p}: config file not found (check the path; see configs/ for examples)"]
+            str(p),
+            [f"{p}: config file not found (check the path, or write one: kiosk config init {p})"],
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(p), [f"{p}: cannot read the config file: {exc}"]) from None
-    return parse_config(text, str(p), base_dir=p.resolve().parent)
+    return parse_config(text, str(p), base_dir=_config_base_dir(p), env=env)
 
 
 def dump_config(cfg: KioskConfig) -> str:
     """The effective config as YAML, defaults filled in."""
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def field_facts(field: Any) -> tuple[str, list[str]]:
+    """The default (as text) and the limits (``≥0``, ``fit / fill``, ...) of a pydantic field."""
+    ann = field.annotation
+    default = field.get_default(call_default_factory=True)
+    if isinstance(default, dict):
+        default_text = "see below" if len(str(default)) > 60 else str(default)
+    else:
+        default_text = (
+            "null" if default is None else str(default).lower() if isinstance(default, bool) else str(default)
+        )
+    limits = []
+    for meta in field.metadata:
+        for attr, sym in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"), ("multiple_of", "×")):
+            v = getattr(meta, attr, None)
+            if v is not None:
+                limits.append(f"{sym}{v}")
+    args = getattr(ann, "__args__", ())
+    literal = (
+        [a for a in args if not isinstance(a, type)]
+        if "Literal" in str(ann) and "list" not in str(ann)
+        else []
+    )
+    if literal:
+        limits.append(" / ".join(map(str, literal)))
+    return default_text, limits
 
 
 def config_table() -> str:
@@ -479,31 +524,7 @@ def config_table() -> str:
             if isinstance(ann, type) and issubclass(ann, BaseModel):
                 walk(ann, f"{prefix}{name}.")
                 continue
-            default = field.get_default(call_default_factory=True)
-            if isinstance(default, dict):
-                default_text = "see below" if len(str(default)) > 60 else str(default)
-            else:
-                default_text = (
-                    "null"
-                    if default is None
-                    else str(default).lower()
-                    if isinstance(default, bool)
-                    else str(default)
-                )
-            limits = []
-            for meta in field.metadata:
-                for attr, sym in (("ge", "≥"), ("gt", ">"), ("le", "≤"), ("lt", "<"), ("multiple_of", "×")):
-                    v = getattr(meta, attr, None)
-                    if v is not None:
-                        limits.append(f"{sym}{v}")
-            args = getattr(ann, "__args__", ())
-            literal = (
-                [a for a in args if not isinstance(a, type)]
-                if "Literal" in str(ann) and "list" not in str(ann)
-                else []
-            )
-            if literal:
-                limits.append(" / ".join(map(str, literal)))
+            default_text, limits = field_facts(field)
             desc = (field.description or "").replace("|", "\\|")
             rows.append(f"| `{prefix}{name}` | `{default_text}` | {' '.join(limits)} | {desc} |")
 

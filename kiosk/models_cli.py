@@ -161,7 +161,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("image", help="image file")
     p.add_argument(
         "--config",
-        help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+        help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, the bundled default.yaml)",
     )
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=lambda a: _guard("detect", a, _cmd_detect))
@@ -172,7 +172,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--output", required=True, help="where to write the result (.jpg/.png)")
     p.add_argument(
         "--config",
-        help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+        help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, the bundled default.yaml)",
     )
     p.add_argument("--enhance", action="store_true", help="restore the swapped faces with GFPGAN")
     p.set_defaults(func=lambda a: _guard("swap", a, _cmd_swap))
@@ -187,7 +187,7 @@ def register(subparsers: Any) -> None:
         q = msub.add_parser(name, help=text)
         q.add_argument(
             "--config",
-            help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+            help="config file (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, the bundled default.yaml)",
         )
         if name == "fetch":
             q.add_argument(

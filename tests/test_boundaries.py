@@ -1,7 +1,7 @@
 """Package boundaries: which parts of the kiosk may import which.
 
-- ``kiosk/config.py`` (the schema) depends on no feature module: only the plain data modules
-  ``kiosk.bindings`` and ``kiosk.options`` (and the standard library and third-party packages).
+- ``kiosk/config.py`` (the schema) depends on no feature module: only the plain modules
+  ``kiosk.bindings``, ``kiosk.options`` and ``kiosk.paths`` (and the standard library and third-party packages).
 - No module of ``kiosk/inference/`` or ``kiosk/render/`` imports ``kiosk.config`` or ``kiosk.booth``:
   they take plain option records (``ProviderOptions``, ``DisplayOptions``, ...).
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 KIOSK = Path(__file__).resolve().parents[1] / "kiosk"
 
-CONFIG_MAY_IMPORT = {"kiosk.bindings", "kiosk.options"}
+CONFIG_MAY_IMPORT = {"kiosk.bindings", "kiosk.options", "kiosk.paths"}
 #: The package itself (``kiosk/__init__.py``: the version and the project root) is neutral.
 NEUTRAL = {"kiosk"}
 FORBIDDEN_FOR_FEATURES = ("kiosk.config", "kiosk.booth")

@@ -236,12 +236,22 @@ def test_install_is_idempotent_and_uninstall_cleans_up(source_tree: Path, tmp_pa
         wants = "etc/systemd/system/multi-user.target.wants/faceswap-kiosk.service"
         assert wants in tree and tree["etc/systemd/system/sleep.target"] == "-> /dev/null"
 
-    # The operator's config edits survive a re-install; a changed app file is updated.
+    # The application is the wheel: no source tree is copied to the booth, only deploy/.
+    assert "opt/faceswap-kiosk/deploy/install.sh" in tree
+    assert not [k for k in tree if k.startswith(("opt/faceswap-kiosk/kiosk", "opt/faceswap-kiosk/pyproject"))]
+
+    # The operator's config edits survive a re-install; a changed appliance file is updated.
     cfg = stage / "etc/faceswap-kiosk/kiosk.yaml"
     cfg.write_text(cfg.read_text() + "# edited on site\n")
-    (source_tree / "kiosk" / "__init__.py").write_text('"""v2"""\n')
+    (source_tree / "deploy" / "wait-for-display").write_text("#!/bin/sh\n# v2\n")
     again = _install(source_tree, "--root", str(stage))
     assert _changes(again) == 1 and "edited on site" in cfg.read_text()
+
+    # A source tree left by an older (editable) install is removed.
+    (stage / "opt/faceswap-kiosk/kiosk").mkdir()
+    (stage / "opt/faceswap-kiosk/kiosk/app.py").write_text("old\n")
+    assert "remove" in _install(source_tree, "--root", str(stage))
+    assert not (stage / "opt/faceswap-kiosk/kiosk").exists()
 
     # Switching the session to cage replaces the X session files.
     cage = _install(source_tree, "--root", str(stage), "--session", "cage")
@@ -255,6 +265,26 @@ def test_install_is_idempotent_and_uninstall_cleans_up(source_tree: Path, tmp_pa
     assert _changes(_uninstall(source_tree, "--root", str(stage))) == 0
     _uninstall(source_tree, "--root", str(stage), "--purge")
     assert {k for k, v in _tree(stage).items() if v != "/"} == set()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="install.sh's dry run outside a staging root wants root")
+def test_install_puts_a_wheel_in_the_venv_not_an_editable_checkout(source_tree: Path, tmp_path: Path) -> None:
+    """The venv step (skipped in --root staging) in a dry run: the given wheel is pip-installed,
+    then force-reinstalled without dependencies (same version, newer code); never ``pip install -e``."""
+    wheel = tmp_path / "faceswap_kiosk-0.1.0-py3-none-any.whl"
+    wheel.write_bytes(b"stand-in")
+    prefix = tmp_path / "opt" / "faceswap-kiosk"
+    out = _install(
+        source_tree, "--dry-run", "--no-apt", "--no-models", "--no-enable", "--prefix", str(prefix),
+        "--wheel", str(wheel),
+    )  # fmt: skip
+    pip = f"would run: {prefix}/.venv/bin/pip install --quiet"
+    assert f"{pip} {wheel}\n" in out and f"{pip} --force-reinstall --no-deps {wheel}\n" in out, out
+    assert " -e " not in out and not prefix.exists()
+    built = _install(
+        source_tree, "--dry-run", "--no-apt", "--no-models", "--no-enable", "--prefix", str(prefix)
+    )
+    assert "would: build the faceswap-kiosk wheel from" in built and " -e " not in built
 
 
 def test_install_prefix_and_user_are_substituted(source_tree: Path, tmp_path: Path) -> None:

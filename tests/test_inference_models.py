@@ -18,7 +18,7 @@ from kiosk.inference.detector import make_detector
 from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError, ModelSignatureError
 from kiosk.inference.paste import PasteBack, feather_mask
-from kiosk.inference.sessions import CPU, ProviderOptions, create_session, probe_providers
+from kiosk.inference.sessions import CPU, ProviderOptions, create_session, probe_providers, reset_notices
 from kiosk.inference.specs import INSWAPPER_128, W600K_R50, check_signature, spec_for_file
 from kiosk.inference.swapper import InSwapper
 
@@ -130,6 +130,7 @@ def test_paste_outside_frame_is_a_no_op() -> None:
 # -- sessions --------------------------------------------------------------------------------------
 def test_gpu_request_falls_back_to_cpu_loudly(standin_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
+    reset_notices()  # the fallback is stated once per process; this test wants to see it
     session, used = create_session(standin_dir / "w600k_r50.onnx", ProviderOptions(order=("cuda", "cpu")))
     assert used == session.get_providers()[0]
     if used == CPU:  # no usable GPU here: it must have said so

@@ -18,10 +18,11 @@ def test_config_table_matches_the_code():
 
 
 def test_two_commands_are_there_and_ci_runs_the_test_command():
-    assert "bash scripts/setup.sh && .venv/bin/kiosk run --config configs/demo.yaml" in README
+    assert "bash scripts/setup.sh && .venv/bin/kiosk run --demo" in README
     assert ".venv/bin/python -m pytest -q" in README
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/python -m pytest -q" in ci.splitlines()[-1]
+    assert "\nbash scripts/check_wheel.sh\n" in ci  # the installed wheel, outside the checkout
 
 
 def test_documented_subcommands_exist():

@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--config",
         "-c",
         metavar="FILE",
-        help="YAML config (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, configs/default.yaml)",
+        help="YAML config (default: $KIOSK_CONFIG, /etc/faceswap-kiosk/kiosk.yaml, the bundled default.yaml)",
     )
     doctor.add_argument("--json", action="store_true", help="print the results as one JSON object")
     doctor.add_argument(

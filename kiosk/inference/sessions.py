@@ -20,11 +20,32 @@ import numpy as np
 import onnxruntime as ort
 from numpy.typing import NDArray
 
+from kiosk.inference import ortlog
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
 from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
 from kiosk.options import copy_fields
 
 log = logging.getLogger(__name__)
+ortlog.quiet_default_logger()
+
+#: Provider notices already given in this process: each fallback is stated once, not per model.
+_stated: set[tuple[str, ...]] = set()
+
+
+def _state_once(key: tuple[str, ...], message: str, *args: object) -> None:
+    """Log ``message`` at WARNING the first time for ``key``, at DEBUG after that."""
+    if key in _stated:
+        log.debug(message, *args)
+        return
+    _stated.add(key)
+    log.warning(message, *args)
+
+
+def reset_notices() -> None:
+    """Forget the provider notices already given (tests; a rebuilt stage says them again)."""
+    _stated.clear()
+    ortlog.reset()
+
 
 #: Config names → ONNX Runtime provider names.
 PROVIDER_NAMES = {
@@ -100,7 +121,8 @@ def _requested(
         if name == CPU:
             continue
         if name not in available:
-            log.warning(
+            _state_once(
+                ("missing", name),
                 "WARNING: provider %s requested in config but this onnxruntime build lacks it "
                 "(install onnxruntime-gpu); it is skipped",
                 name,
@@ -141,11 +163,15 @@ def create_session(
     if GPU_PROVIDERS & {name for name, _ in requested}:
         preload_gpu_libraries()  # pip's CUDA/cuDNN/TensorRT libraries, once, before the first GPU session
     so = _session_options(providers_cfg)
-    try:
-        session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
-    except Exception as exc:  # onnxruntime raises several unrelated exception types
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if len(requested) > 1:
+    with ortlog.capture() as captured:
+        try:
+            session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
+        except Exception as exc:  # onnxruntime raises several unrelated exception types
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if len(requested) <= 1:
+                raise ModelCorruptError(
+                    f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
+                ) from None
             # A GPU provider may fail while building (e.g. TensorRT); try CPU before blaming the file.
             try:
                 session = ort.InferenceSession(str(p), sess_options=so, providers=[CPU])
@@ -153,22 +179,25 @@ def create_session(
                 raise ModelCorruptError(
                     f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
                 ) from None
-            log.warning(
-                "WARNING: %s failed on %s (%s); running it on the CPU", p.name, requested[0][0], first
+            _state_once(
+                ("failed", p.name, requested[0][0]),
+                "WARNING: %s failed on %s (%s); running it on the CPU",
+                p.name,
+                requested[0][0],
+                first,
             )
-        else:
-            raise ModelCorruptError(
-                f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
-            ) from None
     used = session.get_providers()[0]
     wanted = requested[0][0]
     if used != wanted:
-        log.warning(
-            "WARNING: %s requested for %s but it cannot run here (driver, CUDA/cuDNN libraries or GPU "
-            "missing); FALLING BACK TO %s — expect much lower frame rates. `kiosk doctor` explains.",
+        reason = captured.reason()
+        _state_once(
+            ("fallback", wanted, used),
+            "WARNING: %s requested but it cannot run here (%s); FALLING BACK TO %s for every model "
+            "(first: %s) — expect much lower frame rates. `kiosk doctor` explains.",
             wanted,
-            p.name,
+            reason or "driver, CUDA/cuDNN libraries or GPU missing",
             used,
+            p.name,
         )
     return session, used
 
@@ -190,13 +219,16 @@ def _probe_one(name: str, options: tuple[tuple[str, Any], ...]) -> str | None:
     try:
         so = ort.SessionOptions()
         so.log_severity_level = 4
-        session = ort.InferenceSession(
-            _tiny_model_bytes(), sess_options=so, providers=[(name, dict(options))]
-        )
+        with ortlog.capture(quiet=True) as captured:
+            session = ort.InferenceSession(
+                _tiny_model_bytes(), sess_options=so, providers=[(name, dict(options))]
+            )
         if session.get_providers()[0] != name:
+            reason = captured.reason()
             return (
                 f"{name} is listed by onnxruntime but could not be created "
-                "(no GPU driver, or CUDA/cuDNN/TensorRT libraries missing)"
+                "(no GPU driver, or CUDA/cuDNN/TensorRT libraries missing"
+                + (f": {reason})" if reason else ")")
             )
         x = np.ones((1, 4), np.float32)
         y = session.run(None, {"x": x})[0]

@@ -1,4 +1,7 @@
-"""Finding and compiling the GLSL programs in ``shaders/`` (no GLSL lives in Python files)."""
+"""Finding and compiling the GLSL programs in ``kiosk/shaders/`` (no GLSL lives in Python files).
+
+The shader files are package data (they ship in the wheel); ``$KIOSK_SHADERS_DIR`` points the kiosk
+at another folder while working on them."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ from pathlib import Path
 
 import moderngl
 
-import kiosk
+from kiosk.paths import package_file
 
 #: Environment variable that points the kiosk at another shaders folder.
 SHADERS_DIR_ENV = "KIOSK_SHADERS_DIR"
@@ -18,9 +21,10 @@ class ShaderError(RuntimeError):
 
 
 def shaders_dir() -> Path:
-    """The folder holding the ``*.vert``/``*.frag`` files: ``$KIOSK_SHADERS_DIR`` or ``<project>/shaders``."""
+    """The folder holding the ``*.vert``/``*.frag`` files: ``$KIOSK_SHADERS_DIR``, else the
+    ``shaders`` package data of the installed ``kiosk`` package."""
     override = os.environ.get(SHADERS_DIR_ENV)
-    return Path(override).expanduser() if override else kiosk.PROJECT_ROOT / "shaders"
+    return Path(override).expanduser() if override else package_file("shaders")
 
 
 def read_shader(name: str) -> str:
@@ -30,7 +34,8 @@ def read_shader(name: str) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         hint = (
-            f"set {SHADERS_DIR_ENV} to the folder holding it"
+            "the kiosk package is incomplete: reinstall faceswap-kiosk, or set "
+            f"{SHADERS_DIR_ENV} to the folder holding it"
             if SHADERS_DIR_ENV not in os.environ
             else (f"check {SHADERS_DIR_ENV}")
         )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from pathlib import Path
 
+from kiosk import paths
 from kiosk.appliance.doctor.core import CheckResult, DoctorContext, resolve
 
 GIB = 1024**3
@@ -84,4 +86,20 @@ def check_cache(ctx: DoctorContext) -> list[CheckResult]:
             "error" if needed else "warning",
         )
     )
+    results.append(_check_kernel_cache())
     return results
+
+
+def _check_kernel_cache() -> CheckResult:
+    """numba's kernel cache (:func:`kiosk.paths.configure_numba_cache`): without it every start
+    compiles the pixel kernels again."""
+    folder = Path(os.environ.get("NUMBA_CACHE_DIR") or paths.cache_dir() / "numba")
+    ok, text = _writable(folder)
+    return CheckResult(
+        "kernel-cache-writable",
+        ok,
+        text,
+        f"sudo chown -R $USER {_existing_parent(folder)} or set NUMBA_CACHE_DIR to a writable folder "
+        "(without it every start compiles the pixel kernels again, seconds)",
+        "warning",
+    )
