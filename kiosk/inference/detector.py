@@ -1,14 +1,22 @@
-"""Face detectors: SCRFD (insightface ``det_10g``/``det_2.5g``/``det_500m``) and YuNet.
+"""Face detectors: SCRFD (insightface ``det_10g``/``det_2.5g``/``det_500m``), YuNet and RetinaFace.
 
-Both letterbox the frame at the top-left of a square ``det_size`` input (resize into a reused
+All letterbox the frame at the top-left of a square ``det_size`` input (resize into a reused
 buffer, then one fused pass to normalised planar float), run the session once (IOBinding into
-preallocated outputs), decode only the candidates above the threshold with cached anchor grids, apply
-NMS and keep at most ``max_faces``. Results are :class:`~kiosk.types.Face` records in frame pixels.
-The SCRFD path reproduces insightface 2.1's ``SCRFD.detect`` (same letterbox, decode, NMS, order).
+preallocated outputs), decode only the candidates above the threshold with cached anchor grids or
+prior boxes, apply NMS and keep at most ``max_faces``. Results are :class:`~kiosk.types.Face`
+records in frame pixels. The SCRFD path reproduces insightface 2.1's ``SCRFD.detect`` (same
+letterbox, decode, NMS, order); the RetinaFace path decodes biubug6/Pytorch_Retinaface's priors
+and variances.
+
+A model exported with a fixed input size (YuNet 2023mar, RetinaFace mnet0.25 at 640x640) runs at
+that size. Asked for a smaller ``det_size`` for tracking regions (:meth:`FaceDetector.resized`), it
+letterboxes the region at ``det_size`` scale into the top-left of its fixed input, so a face is
+seen at the same scale and on the same anchor grid as in the full-frame detection.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +67,7 @@ class FaceDetector:
         *,
         iobinding: bool = True,
         device_id: int = 0,
+        fit_in_fixed: bool = False,
     ) -> None:
         check_signature(spec, session, path)
         self.session = session
@@ -72,16 +81,26 @@ class FaceDetector:
         self.input_name = inp.name
         fixed = [d for d in inp.shape[2:4] if isinstance(d, int)]
         self.fixed_size = len(fixed) == 2
+        input_size = int(det_size)
         if len(fixed) == 2 and (fixed[0] != det_size or fixed[1] != det_size):
             if fixed[0] != fixed[1]:
                 raise ImageError(f"{path}: detectors with a non-square fixed input are not supported")
-            det_size = fixed[0]  # a fixed-size export decides its own input size
+            input_size = int(fixed[0])
+            # A fixed-size export decides its own input size; a smaller region size is letterboxed
+            # into it (``fit_in_fixed``), a larger one cannot be.
+            if not fit_in_fixed or det_size > input_size:
+                det_size = input_size
+        #: The scale the frame is resized to (its longer side, in input pixels).
         self.det_size = int(det_size)
+        #: The model's input (square): ``det_size``, or a fixed export's own size.
+        self.input_size = input_size
+        self.fit_in_fixed = bool(fit_in_fixed)
         self.output_names = [o.name for o in session.get_outputs()]
         self.runner = SessionRunner(
             session, provider, iobinding=iobinding, device_id=device_id, output_names=self.output_names
         )
-        self._blob = np.zeros((1, 3, self.det_size, self.det_size), np.float32)
+        self._mean = spec.channel_mean if spec.channel_mean is not None else spec.mean
+        self._blob = np.zeros((1, 3, self.input_size, self.input_size), np.float32)
         self._resize_buf = np.zeros(self.det_size * self.det_size * 3, np.uint8)
         self._resized = self._resize_buf[:3].reshape(1, 1, 3)
         self._letterbox_key: tuple[int, int] | None = None
@@ -89,7 +108,8 @@ class FaceDetector:
 
     def resized(self, det_size: int) -> FaceDetector:
         """The same model (same session) at another input size, returning every face it finds (no
-        ``max_faces``): what tracking runs on the small region around a face."""
+        ``max_faces``): what tracking runs on the small region around a face. A fixed-size export
+        keeps its input and letterboxes the region at ``det_size`` scale into it."""
         return type(self)(
             self.session,
             self.spec,
@@ -101,6 +121,7 @@ class FaceDetector:
             nms_iou=self.nms_iou,
             iobinding=self.runner.iobinding,
             device_id=self.runner.device_id,
+            fit_in_fixed=True,
         )
 
     # -- preprocessing ---------------------------------------------------------------------------
@@ -127,13 +148,15 @@ class FaceDetector:
             # a contiguous view of the one resize buffer, and the padding written again.
             self._letterbox_key = (h, w)
             self._resized = self._resize_buf[: new_h * new_w * 3].reshape(new_h, new_w, 3)
-            self._blob.fill(np.float32((0.0 - spec.mean) * np.float32(1.0 / spec.std)))
+            means = self._mean if isinstance(self._mean, tuple) else (self._mean,) * 3
+            for plane, m in zip(self._blob[0], means, strict=True):
+                plane.fill(np.float32((0.0 - m) * np.float32(1.0 / spec.std)))
         if (new_h, new_w) == (h, w):
             resized = frame_bgr  # already the input size (a region crop): no resize, no copy
         else:
             resized = self._resized
             cv2.resize(frame_bgr, (new_w, new_h), dst=resized)
-        hwc_to_planar(resized, self._blob[0], rgb=spec.colour == "RGB", mean=spec.mean, std=spec.std)
+        hwc_to_planar(resized, self._blob[0], rgb=spec.colour == "RGB", mean=self._mean, std=spec.std)
         return new_h / h
 
     def _anchors(self, rows: int, cols: int, stride: int, per_cell: int) -> NDArray[np.float32]:
@@ -188,7 +211,7 @@ class ScrfdDetector(FaceDetector):
     def _decode(
         self, outs: list[NDArray[np.float32]]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
-        size = self.det_size
+        size = self.input_size
         all_scores, all_boxes, all_kps = [], [], []
         for i, stride in enumerate(STRIDES):
             scores = outs[i].reshape(-1)
@@ -216,7 +239,7 @@ class YunetDetector(FaceDetector):
         self, outs: list[NDArray[np.float32]]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
         by_name = dict(zip(self.output_names, outs, strict=True))
-        size = self.det_size
+        size = self.input_size
         all_scores, all_boxes, all_kps = [], [], []
         for stride in STRIDES:
             cls = np.clip(by_name[f"cls_{stride}"].reshape(-1), 0.0, 1.0)
@@ -241,6 +264,91 @@ class YunetDetector(FaceDetector):
         return np.concatenate(all_scores), np.concatenate(all_boxes), np.concatenate(all_kps)
 
 
+@lru_cache(maxsize=16)
+def retinaface_priors(
+    height: int,
+    width: int,
+    steps: tuple[int, ...] = (8, 16, 32),
+    min_sizes: tuple[tuple[int, ...], ...] = ((16, 32), (64, 128), (256, 512)),
+) -> NDArray[np.float32]:
+    """RetinaFace's prior boxes for an input of ``height`` x ``width``, as (N, 4) centre x, centre y,
+    width, height in input pixels (biubug6/Pytorch_Retinaface ``PriorBox``: per step, row-major
+    cells of ``ceil(size / step)``, each cell's ``min_sizes`` in order, centre at cell + 0.5).
+    Computed once per input size (cached, read-only)."""
+    parts = []
+    for step, sizes in zip(steps, min_sizes, strict=True):
+        rows, cols = -(-height // step), -(-width // step)
+        ys, xs = np.mgrid[:rows, :cols]
+        centres = (np.stack([xs, ys], axis=-1).reshape(-1, 1, 2) + 0.5) * step
+        wh = np.asarray(sizes, np.float64).reshape(1, -1, 1).repeat(2, axis=2)
+        cells = np.concatenate(
+            [
+                np.broadcast_to(centres, (rows * cols, len(sizes), 2)),
+                np.broadcast_to(wh, (rows * cols, len(sizes), 2)),
+            ],
+            axis=2,
+        )
+        parts.append(cells.reshape(-1, 4))
+    priors = np.ascontiguousarray(np.concatenate(parts).astype(np.float32))
+    priors.setflags(write=False)
+    return priors
+
+
+class RetinaFaceDetector(FaceDetector):
+    """biubug6/Pytorch_Retinaface exports (MobileNet-0.25, ResNet-50): three outputs (locations
+    [1,N,4], softmaxed confidences [1,N,2] with column 1 the face, landmarks [1,N,10]) over prior
+    boxes, decoded with the variances (0.1, 0.2). BGR minus the means (104, 117, 123), no scaling.
+
+    Box: centre = prior centre + loc[:2] * 0.1 * prior size, size = prior size * exp(loc[2:] * 0.2);
+    keypoint k = prior centre + landmarks[2k:2k+2] * 0.1 * prior size."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        extra = self.spec.extra
+        self.variances = tuple(float(v) for v in extra.get("variances", (0.1, 0.2)))
+        steps = tuple(int(s) for s in extra.get("steps", STRIDES))
+        min_sizes = tuple(
+            tuple(int(m) for m in ms) for ms in extra.get("min_sizes", ((16, 32), (64, 128), (256, 512)))
+        )
+        self.priors = retinaface_priors(self.input_size, self.input_size, steps, min_sizes)
+        self._mask = np.zeros(self.priors.shape[0], np.bool_)
+
+    def _decode(
+        self, outs: list[NDArray[np.float32]]
+    ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
+        loc, conf, landms = outs[0], outs[1], outs[2]
+        n = self.priors.shape[0]
+        if conf.size != 2 * n or loc.size != 4 * n or landms.size != 10 * n:
+            raise ImageError(
+                f"{self.path}: RetinaFace output has {conf.size // 2} candidates, {n} prior boxes for a "
+                f"{self.input_size}x{self.input_size} input — is models.detector a RetinaFace export "
+                "with steps 8/16/32?"
+            )
+        scores = conf.reshape(n, 2)[:, 1]
+        np.greater_equal(scores, np.float32(self.threshold), out=self._mask)
+        pos = np.flatnonzero(self._mask)
+        if pos.size == 0:
+            empty = np.zeros((0,), np.float32)
+            return empty, np.zeros((0, 4), np.float32), np.zeros((0, 10), np.float32)
+        v0, v1 = np.float32(self.variances[0]), np.float32(self.variances[1])
+        p = self.priors[pos]
+        centre, size = p[:, :2], p[:, 2:]
+        d = loc.reshape(n, 4)[pos]
+        c = centre + d[:, :2] * v0 * size
+        half = size * np.exp(d[:, 2:] * v1) * np.float32(0.5)
+        boxes = np.concatenate([c - half, c + half], axis=1)
+        lm = landms.reshape(n, 5, 2)[pos]
+        kps = (centre[:, None, :] + lm * v0 * size[:, None, :]).reshape(-1, 10)
+        return scores[pos].astype(np.float32), boxes.astype(np.float32), kps.astype(np.float32)
+
+
+_DETECTORS: dict[str, type[FaceDetector]] = {
+    "scrfd": ScrfdDetector,
+    "yunet": YunetDetector,
+    "retinaface": RetinaFaceDetector,
+}
+
+
 def make_detector(
     session: Any,
     spec: ModelSpec,
@@ -254,7 +362,7 @@ def make_detector(
     device_id: int = 0,
 ) -> FaceDetector:
     """The detector class for ``spec.family``."""
-    cls = YunetDetector if spec.family == "yunet" else ScrfdDetector
+    cls = _DETECTORS.get(spec.family, ScrfdDetector)
     return cls(
         session,
         spec,
