@@ -99,7 +99,7 @@ def make_retinaface(
     must then be fixed). ``widths``: the outputs' last dims (another layout, for signature tests).
 
     Without ``constants``: each stride-32 cell scores ``sigmoid(0.5 * (mean(x - bgr_mean) - 120))``
-    (near 1 on a white cell, near 0 on the grey texture of :func:`white_square_frame`), with a 160 px
+    (near 1 on a white cell, near 0 on the grey texture of :func:`white_square_frame`), with a 144 px
     box centred on the cell and five keypoints around its centre; strides 8 and 16 never fire."""
     dims: list[int | str] = [1, 3, size, size] if size else [1, 3, "height", "width"]
     inp = helper.make_tensor_value_info("input0", TensorProto.FLOAT, dims)
@@ -136,7 +136,7 @@ def make_retinaface(
                     b[0::2] = 0.0
             elif kind == "loc" and step == 32:
                 for a, m in enumerate(sizes):
-                    b[a * k + 2 : a * k + 4] = np.log(160.0 / m) / 0.2
+                    b[a * k + 2 : a * k + 4] = np.log(144.0 / m) / 0.2
             elif kind == "landms" and step == 32:
                 for a, m in enumerate(sizes):
                     b[a * k : (a + 1) * k] = kps_px[:k] / (0.1 * m)
