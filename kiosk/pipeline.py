@@ -513,6 +513,7 @@ class SwapPipeline:
             self.detector.detect,
             roi_det.detect if roi_det is not None else None,
             roi,
+            roi_det.detect_many if roi_det is not None and roi_det.tiles_per_run > 1 else None,
         )
         self._frame_idx += 1
         times.full_detection = self.detector.runner.runs != full_runs

@@ -153,6 +153,72 @@ def test_input_is_bgr_minus_the_channel_means(tmp_path: Path) -> None:
     np.testing.assert_array_equal(det._blob[0, :, 5, 7], np.array([10, 20, 250], np.float32) - MEAN_BGR)
 
 
+def test_regions_share_one_run_as_tiles(tmp_path: Path) -> None:
+    path, want = _constant_model(tmp_path / "retinaface_const.onnx")
+    roi = _detector(path).resized(32)
+    # 64 input, 32 px tiles, no room for a gap: tile origins (y, x) (0, 0), (0, 32), (32, 0), (32, 32).
+    assert roi.tiles_per_run == 4 and roi._tile_origins == [(0, 0), (0, 32), (32, 0), (32, 32)]
+    crops = [np.zeros((64, 64, 3), np.uint8), np.full((64, 64, 3), 200, np.uint8)]
+    runs = roi.runner.runs
+    got = roi.detect_many(crops)
+    assert roi.runner.runs == runs + 1
+    # Both constant candidates have their centre in tile 1 (x 32..64, y 0..32): they belong to
+    # crop 1, in its own pixels: (input - tile origin) / scale 0.5.
+    assert got[0] == []
+    shifted = {
+        "scores": want["scores"],
+        "boxes": [[b[0] - 32, b[1], b[2] - 32, b[3]] for b in want["boxes"]],  # type: ignore[attr-defined]
+        "kps": [[[x - 32, y] for x, y in k] for k in want["kps"]],  # type: ignore[attr-defined]
+    }
+    _check(got[1], shifted, 2.0)
+    blob = roi._blob[0]
+    np.testing.assert_array_equal(
+        blob[:, :32, 32:], np.broadcast_to((200 - MEAN_BGR)[:, None, None], (3, 32, 32))
+    )
+    # Fewer crops next time: the tiles left over hold padding again, not last call's pixels.
+    assert roi.detect_many(crops[:1]) == [[]]
+    np.testing.assert_array_equal(blob[:, :32, 32:], np.broadcast_to(-MEAN_BGR[:, None, None], (3, 32, 32)))
+    # More crops than tiles: two runs.
+    runs = roi.runner.runs
+    assert len(roi.detect_many(crops * 3)) == 6 and roi.runner.runs == runs + 2
+    # A plain detect after tiles sees padding around its letterbox, as on a fresh detector.
+    fresh = _detector(path).resized(32)
+    for a, b in zip(roi.detect(crops[1]), fresh.detect(crops[1]), strict=True):
+        np.testing.assert_array_equal(a.box_xyxy, b.box_xyxy)
+    np.testing.assert_array_equal(roi._blob, fresh._blob)
+
+
+def test_tiles_find_what_single_region_runs_find(t1_bgr: np.ndarray) -> None:
+    roi = _detector(shared_model(REAL)).resized(192)
+    assert roi.tiles_per_run == 9 and roi._tile_pitch == 224  # 3 x 192 with 32 px gaps in 640
+    full = _detector(shared_model(REAL)).detect(t1_bgr)
+    # One 384 px region around each face (the size tracking gives regions of a 1280 px frame).
+    crops, origins = [], []
+    for f in full:
+        cx, cy = (f.box_xyxy[:2] + f.box_xyxy[2:]) / 2
+        x0, y0 = int(max(cx - 192, 0)), int(max(cy - 192, 0))
+        origins.append((x0, y0))
+        crop = np.zeros((384, 384, 3), np.uint8)
+        part = t1_bgr[y0 : y0 + 384, x0 : x0 + 384]
+        crop[: part.shape[0], : part.shape[1]] = part
+        crops.append(crop)
+    tiled = roi.detect_many(crops)
+    single = [roi.detect(c) for c in crops]
+    assert [len(t) for t in tiled] == [len(s) for s in single]
+    # Each crop's face (the one at the crop's centre) against the full-frame detection: a tile's
+    # neighbours 32 px away change the keypoints no more than the crop itself does.
+    errors = {"tiled": [], "single": []}
+    for f, crop_tiled, crop_single, (x0, y0) in zip(full, tiled, single, origins, strict=True):
+        for kind, faces in (("tiled", crop_tiled), ("single", crop_single)):
+            g = min(faces, key=lambda g: float(np.abs(g.kps.mean(0) + (x0, y0) - f.kps.mean(0)).sum()))
+            errors[kind].append(float(np.abs(g.kps + (x0, y0) - f.kps).max()))
+    print(
+        f"keypoints vs full frame, max px per face: tiled {np.round(errors['tiled'], 1)}, single {np.round(errors['single'], 1)}"
+    )
+    assert max(errors["tiled"]) < 8.0
+    assert np.mean(errors["tiled"]) <= np.mean(errors["single"]) + 1.0
+
+
 # -- signatures ------------------------------------------------------------------------------------
 def test_wrong_output_layout_is_a_one_line_signature_error(tmp_path: Path) -> None:
     # Named as the real file, but the confidences have one column: not the RetinaFace layout.
@@ -347,7 +413,8 @@ def test_pipeline_tracks_in_letterboxed_regions_with_the_real_file(
     tracked = _tracked(pipe, [frame] * 7)
     assert [len(fs) for fs in tracked][1:] == [6] * 6
     assert pipe.detector.runner.runs - full0 == 2  # frames 0 and 5
-    assert roi.runner.runs - roi0 >= 6 * 6  # every face's region on every frame
+    # All six regions are tiles of one run per frame (frame 0: the new faces' regions).
+    assert roi.runner.runs - roi0 == 7 and roi.tiles_per_run == 9
     # The tracked keypoints (from regions) sit where the full-frame detection puts them.
     full = pipe.detector.detect(frame)
     for f, g, iou in _match(tracked[-1], full):
