@@ -438,3 +438,80 @@ def test_pipeline_tracks_with_the_standin(standin_dir: Path, tmp_path: Path) -> 
     assert roi.runner.runs - roi0 >= 8
     xs = [float(fs[0].box_xyxy[0] + fs[0].box_xyxy[2]) / 2 for fs in tracked[1:]]
     assert xs[-1] > xs[0]  # follows the square as it moves
+
+
+# -- the threaded kiosk, headless ---------------------------------------------------------------------
+@pytest.mark.gl
+@pytest.mark.slow
+def test_headless_kiosk_swaps_the_faces_retinaface_finds(tmp_path: Path, t1_bgr: np.ndarray) -> None:
+    """``kiosk run --headless`` on an image source (t1.jpg), tracking on, RetinaFace as detector and
+    stand-in embedder/swapper: the screenshot shows every face RetinaFace finds swapped (changed)
+    and the picture around them untouched."""
+    import threading
+    import time
+
+    try:
+        import moderngl
+
+        moderngl.create_standalone_context(backend="egl").release()
+    except Exception:
+        pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)")
+    from kiosk.app import KioskApp, RunOptions
+    from kiosk.config import load_config
+    from kiosk.inference.standins import make_embedder, make_swapper
+
+    det = shared_model(REAL)
+    (tmp_path / "models").mkdir()
+    make_embedder(tmp_path / "models" / "w600k_r50.onnx")
+    make_swapper(tmp_path / "models" / "inswapper_128.onnx")
+    (tmp_path / "faces").mkdir()
+    cv2.imwrite(str(tmp_path / "faces" / "ann.jpg"), t1_bgr[150:650, 0:300])
+    cv2.imwrite(str(tmp_path / "scene.png"), t1_bgr)
+    h, w = t1_bgr.shape[:2]
+    cfg_path = tmp_path / "kiosk.yaml"
+    cfg_path.write_text(
+        f"""
+source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
+display: {{width: {w}, height: {h}, vsync: false, max_fps: 30, fit: fit}}
+processing: {{det_size: 640, tracking: true, max_faces: 8}}
+models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 2}}}}
+faces: {{dir: faces, cache_dir: cache}}
+ui: {{attract_after_s: 0}}
+controls: {{gamepad_enabled: false}}
+overlay: {{debug: false}}
+"""
+    )
+    shot = tmp_path / "shot.png"
+    app = KioskApp(load_config(cfg_path), RunOptions(headless=True, seconds=120.0, screenshot=shot))
+
+    def stop_after_swapping() -> None:
+        deadline = time.monotonic() + 110
+        while time.monotonic() < deadline and not app.inference.processor_name.startswith("swap"):
+            time.sleep(0.2)
+        start = app.inference.rate.count
+        while time.monotonic() < deadline and app.inference.rate.count < start + 8:
+            time.sleep(0.2)
+        time.sleep(0.5)
+        app.stop.set()
+
+    watcher = threading.Thread(target=stop_after_swapping, daemon=True)
+    watcher.start()
+    assert app.run() == 0
+    watcher.join(timeout=5)
+    assert app.inference.processor_name.startswith("swap"), app.inference.processor_name
+    screen = cv2.imread(str(shot))
+    assert screen is not None and screen.shape == t1_bgr.shape
+    diff = np.abs(screen.astype(np.int16) - t1_bgr.astype(np.int16)).max(axis=2)
+    faces = _detector(det).detect(t1_bgr)
+    assert len(faces) == 6
+    untouched = np.ones(diff.shape, bool)
+    for f in faces:
+        x0, y0, x1, y1 = (int(v) for v in f.box_xyxy)
+        cx, cy, r = (x0 + x1) // 2, (y0 + y1) // 2, (x1 - x0) // 5
+        changed = float((diff[cy - r : cy + r, cx - r : cx + r] > 12).mean())
+        assert changed > 0.5, (f.box_xyxy, changed)  # the face's centre is swapped
+        untouched[max(y0 - 40, 0) : y1 + 40, max(x0 - 40, 0) : x1 + 40] = False
+    # Away from the faces (and from the banner at the top and the darkened face strip in the
+    # bottom third) the picture is the camera's.
+    untouched[:60], untouched[int(0.65 * h) :] = False, False
+    assert float((diff[untouched] > 12).mean()) < 0.02
