@@ -242,6 +242,16 @@ def test_cli_reports_a_wrong_layout_in_one_line(tmp_path: Path, capsys: pytest.C
     assert len(err.splitlines()) == 1 and str(bad) in err and "does not match the detector contract" in err
 
 
+def test_outputs_that_do_not_fit_the_priors_are_a_signature_error(tmp_path: Path) -> None:
+    # The right layout, but 100 candidates where a 64x64 input has 168 prior boxes.
+    consts = (np.zeros((1, 100, 4)), np.full((1, 100, 2), 0.5), np.zeros((1, 100, 10)))
+    det = _detector(standins.make_retinaface(tmp_path / "short.onnx", size=64, constants=consts))
+    with pytest.raises(
+        ModelSignatureError, match=r"short\.onnx: RetinaFace outputs hold 100 candidates .* 168 prior"
+    ):
+        det.detect(np.zeros((64, 64, 3), np.uint8))
+
+
 def test_unknown_files_are_picked_by_their_outputs(tmp_path: Path) -> None:
     # The file's name in the repository it came from tells nothing: its outputs do.
     renamed = standins.make_retinaface(tmp_path / "FaceDetector.onnx")

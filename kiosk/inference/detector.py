@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.inference.errors import ImageError
+from kiosk.inference.errors import ImageError, ModelSignatureError
 from kiosk.inference.kernels import hwc_to_planar
 from kiosk.inference.sessions import SessionRunner
 from kiosk.inference.specs import ModelSpec, check_signature
@@ -264,6 +264,8 @@ class FaceDetector:
 
     def _write_tile(self, crop: FrameBGR, dst: NDArray[np.float32]) -> float:
         """Letterbox ``crop`` at ``det_size`` scale into the tile view ``dst``; return the scale."""
+        if crop is None or crop.ndim != 3 or crop.shape[2] != 3 or crop.size == 0:
+            raise ImageError(f"expected a BGR image of shape (H, W, 3), got {getattr(crop, 'shape', None)}")
         h, w = crop.shape[:2]
         size = self.det_size
         if h > w:
@@ -441,10 +443,10 @@ class RetinaFaceDetector(FaceDetector):
         loc, conf, landms = outs[0], outs[1], outs[2]
         n = self.priors.shape[0]
         if conf.size != 2 * n or loc.size != 4 * n or landms.size != 10 * n:
-            raise ImageError(
-                f"{self.path}: RetinaFace output has {conf.size // 2} candidates, {n} prior boxes for a "
-                f"{self.input_size}x{self.input_size} input — is models.detector a RetinaFace export "
-                "with steps 8/16/32?"
+            raise ModelSignatureError(
+                f"{self.path}: RetinaFace outputs hold {conf.size // 2} candidates but a "
+                f"{self.input_size}x{self.input_size} input has {n} prior boxes — is models.detector "
+                "a RetinaFace export with steps 8/16/32 and min sizes 16,32/64,128/256,512?"
             )
         scores = conf.reshape(n, 2)[:, 1]
         np.greater_equal(scores, np.float32(self.threshold), out=self._mask)
