@@ -285,6 +285,23 @@ def test_standin_finds_white_squares(tmp_path: Path) -> None:
     assert det.detect(np.full((360, 640, 3), 90, np.uint8)) == []
 
 
+def test_a_dynamic_export_runs_at_det_size_and_regions_at_their_own_size(tmp_path: Path) -> None:
+    # A biubug6 export with dynamic height/width (as a ResNet-50 export with dynamic axes is).
+    path = standins.make_retinaface(tmp_path / "retinaface_r50.onnx", size=None)
+    det = _detector(path, det_size=320)
+    assert det.spec is not RETINAFACE_MNET025 and det.spec.family == "retinaface"
+    assert det.input_size == det.det_size == 320 and det.priors.shape == (
+        2 * (40 * 40 + 20 * 20 + 10 * 10),
+        4,
+    )
+    faces = det.detect(standins.white_square_frame(squares=((64, 64, 128), (384, 192, 128))))
+    assert len(faces) == 2
+    roi = det.resized(192)
+    assert (roi.input_size, roi.det_size, roi.tiles_per_run) == (192, 192, 1)
+    crop = standins.white_square_frame(h=192, w=192, squares=((64, 64, 64),))
+    assert len(roi.detect(crop)) == 1 and [len(fs) for fs in roi.detect_many([crop, crop])] == [1, 1]
+
+
 # -- the real mnet0.25 file ---------------------------------------------------------------------------
 def _reference_decode(path: Path, image: np.ndarray, threshold: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
     """biubug6's ``detect.py`` decode (normalised priors, ``decode``/``decode_landm``, NMS 0.4) on a
