@@ -115,6 +115,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
     action = args.action
     if action == "list":
         rows = []
+        sources: list[str] = []
         for role, path in _roles(cfg):
             st = check_file(role, spec_for_file(role, path), path)  # type: ignore[arg-type]
             size = f"{st.size_bytes / 1e6:.1f} MB" if st.size_bytes is not None else "-"
@@ -124,11 +125,14 @@ def _cmd_models(args: argparse.Namespace) -> int:
                 None: "-" if not st.present else "unknown",
             }[st.verified]
             rows.append((role, path.name, "yes" if st.present else "no", verified, size, st.spec.licence))
+            sources.append(st.spec.source)
         header = ("role", "file", "present", "verified", "size", "licence")
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
         print(f"models folder: {cfg.resolve(cfg.models.dir)}")
-        for r in [header, *rows]:
+        for r, source in zip([header, *rows], ["", *sources], strict=True):
             print("  ".join(str(v).ljust(w) for v, w in zip(r[:5], widths, strict=True)) + "  " + r[5])
+            if source:  # a file taken from a repository rather than a release: say which one
+                print(" " * (widths[0] + 2) + f"source: {source}")
         return 0
     if action == "verify":
         bad = []

@@ -280,7 +280,8 @@ class SwapPipeline:
             detect_every=options.detect_every,
         )
         roi = self.detector.resized(options.roi_det_size)
-        # A fixed-size export cannot run at another size; then regions go through the full model.
+        # A fixed-size export letterboxes the regions into its own input (as tiles of one run); if
+        # it could not hold roi_det_size, regions would go through the full model instead.
         self._roi_detector = None if roi.det_size != options.roi_det_size else roi
         self._frame_idx = 0
         self._chosen_ids = []
@@ -513,6 +514,7 @@ class SwapPipeline:
             self.detector.detect,
             roi_det.detect if roi_det is not None else None,
             roi,
+            roi_det.detect_many if roi_det is not None and roi_det.tiles_per_run > 1 else None,
         )
         self._frame_idx += 1
         times.full_detection = self.detector.runner.runs != full_runs

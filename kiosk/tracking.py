@@ -33,6 +33,8 @@ from kiosk.types import Face, FrameBGR
 Policy = Literal["all", "largest", "central"]
 Region = tuple[int, int, int, int]
 DetectFn = Callable[[FrameBGR], list[Face]]
+#: Detects in several crops at once (a fixed-size detector's region tiles): one list per crop.
+DetectManyFn = Callable[[list[FrameBGR]], list[list[Face]]]
 
 _TWO_PI = 2.0 * math.pi
 
@@ -461,14 +463,18 @@ def detect_in_regions(
     regions: Sequence[Region],
     nms_iou: float = 0.4,
     pad_to: int | None = None,
+    detect_many: DetectManyFn | None = None,
 ) -> list[Face]:
     """Run ``detect_fn`` on each crop of ``frame`` and return the faces in frame pixels.
 
     ``pad_to``: crops cut short by the frame's right or bottom edge are padded with black to this
     square size (as a top-left letterbox pads the full frame), so the detector's scale stays the
     same. Faces found twice (overlapping regions) are merged by NMS, highest score first.
+    ``detect_many``: detects in all the crops at once instead (see
+    :meth:`~kiosk.inference.detector.FaceDetector.detect_many`).
     """
-    found: list[Face] = []
+    crops: list[FrameBGR] = []
+    origins: list[tuple[int, int]] = []
     for x0, y0, x1, y1 in regions:
         crop = frame[y0:y1, x0:x1]
         if crop.shape[0] < 2 or crop.shape[1] < 2:
@@ -477,8 +483,15 @@ def detect_in_regions(
             padded = np.zeros((max(pad_to, crop.shape[0]), max(pad_to, crop.shape[1]), 3), frame.dtype)
             padded[: crop.shape[0], : crop.shape[1]] = crop
             crop = padded
+        crops.append(crop)
+        origins.append((x0, y0))
+    if not crops:
+        return []
+    per_crop = detect_many(crops) if detect_many is not None else [detect_fn(c) for c in crops]
+    found: list[Face] = []
+    for (x0, y0), faces in zip(origins, per_crop, strict=True):
         off = np.array([x0, y0], np.float32)
-        for f in detect_fn(crop):
+        for f in faces:
             found.append(
                 Face(
                     box_xyxy=(np.asarray(f.box_xyxy, np.float32) + np.tile(off, 2)).astype(np.float32),
@@ -507,6 +520,7 @@ def detect_and_track(
     detect_fn: DetectFn,
     roi_detect_fn: DetectFn | None = None,
     roi: tuple[int, int] | None = None,
+    roi_detect_many: DetectManyFn | None = None,
 ) -> list[Track]:
     """One frame of detection as the tracker asks, then :meth:`FaceTracker.update`.
 
@@ -518,7 +532,8 @@ def detect_and_track(
     scale-consistent regions on every frame, and the full frame is searched on the due frames
     only for new or lost faces. A tracked face's keypoints therefore always come from the same
     kind of detection; switching between full-frame and crop detections would add their small
-    difference in bias as periodic jitter.
+    difference in bias as periodic jitter. ``roi_detect_many``: detects in all regions at once
+    (a fixed-size detector's tiles), instead of ``roi_detect_fn`` once per region.
     """
     full = tracker.needs_full_detection(frame_idx)
     size_px, align_px = roi if roi is not None else (None, 1)
@@ -529,14 +544,16 @@ def detect_and_track(
             faces = detect_in_regions(detect_fn, frame, tracker.search_regions(frame.shape))
         return tracker.update(faces, t)
     regions = tracker.search_regions(frame.shape, size_px, align_px)
-    faces = detect_in_regions(roi_detect_fn, frame, regions, pad_to=size_px)
+    faces = detect_in_regions(roi_detect_fn, frame, regions, pad_to=size_px, detect_many=roi_detect_many)
     if full:
         new = merge_faces(faces, detect_fn(frame))[len(faces) :]
         if new:
             # Re-detect new faces in their own regions too, so their tracks start on the same
             # kind of detection they will be updated with.
             new_regions = [tracker.region_for(f.box_xyxy, frame.shape, size_px, align_px) for f in new]
-            refined = detect_in_regions(roi_detect_fn, frame, new_regions, pad_to=size_px)
+            refined = detect_in_regions(
+                roi_detect_fn, frame, new_regions, pad_to=size_px, detect_many=roi_detect_many
+            )
             new = merge_faces(merge_faces([], refined), new)
         faces = merge_faces(faces, new)
     return tracker.update(faces, t)

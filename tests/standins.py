@@ -2,23 +2,27 @@
 generator lives so that ``kiosk bench --standins`` builds exactly the same models."""
 
 from kiosk.inference.standins import (
+    RETINAFACE_OUTPUT_NAMES,
     SCRFD_OUTPUT_NAMES,
     STANDIN_FILES,
     make_all,
     make_detector,
     make_embedder,
     make_enhancer,
+    make_retinaface,
     make_swapper,
     white_square_frame,
 )
 
 __all__ = [
+    "RETINAFACE_OUTPUT_NAMES",
     "SCRFD_OUTPUT_NAMES",
     "STANDIN_FILES",
     "make_all",
     "make_detector",
     "make_embedder",
     "make_enhancer",
+    "make_retinaface",
     "make_swapper",
     "white_square_frame",
 ]

@@ -5,7 +5,8 @@ the size of the image per pass; here each pixel is read once and written once, i
 caller preallocated. The kernels release the GIL, so the capture and render threads keep running.
 
 - :func:`hwc_to_planar`: BGR uint8 (H, W, 3) → normalised planar float32 (3, H, W), optionally
-  swapping R and B: ``(x - mean) * inv_std`` (detector, embedder, swapper, enhancer inputs).
+  swapping R and B: ``(x - mean) * inv_std`` (detector, embedder, swapper, enhancer inputs); the
+  mean may be one value or one per channel (RetinaFace subtracts the BGR means 104, 117, 123).
 - :func:`planar_to_bgr`: model output planar RGB float32 (3, H, W) → BGR uint8 (H, W, 3) as
   ``clip((x + add) * mul, 0, 255)`` truncated (insightface's swapper) or rounded (GFPGAN).
 - :func:`blend_rgba`: the paste-back blend in place, ``roi += (rgb - roi) * a / 255`` rounded half
@@ -40,6 +41,33 @@ def _hwc_to_planar(
                 dst[0, y, x] = (b - m) * s
                 dst[2, y, x] = (r - m) * s
             dst[1, y, x] = (g - m) * s
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _hwc_to_planar3(
+    src: NDArray[np.uint8],
+    dst: NDArray[np.float32],
+    swap_rb: bool,
+    m0: float,
+    m1: float,
+    m2: float,
+    inv_std: float,
+) -> None:  # pragma: no cover - compiled
+    h, w = src.shape[0], src.shape[1]
+    a0, a1, a2 = np.float32(m0), np.float32(m1), np.float32(m2)
+    s = np.float32(inv_std)
+    for y in range(h):
+        for x in range(w):
+            b = np.float32(src[y, x, 0])
+            g = np.float32(src[y, x, 1])
+            r = np.float32(src[y, x, 2])
+            if swap_rb:
+                dst[0, y, x] = (r - a0) * s
+                dst[2, y, x] = (b - a2) * s
+            else:
+                dst[0, y, x] = (b - a0) * s
+                dst[2, y, x] = (r - a2) * s
+            dst[1, y, x] = (g - a1) * s
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -83,14 +111,19 @@ def hwc_to_planar(
     dst: NDArray[np.float32],
     *,
     rgb: bool,
-    mean: float = 0.0,
+    mean: float | tuple[float, float, float] = 0.0,
     std: float = 1.0,
 ) -> None:
     """Write ``(src - mean) / std`` of the (H, W, 3) BGR image into ``dst`` (3, H', W') with
-    H' >= H, W' >= W (top-left), as RGB planes when ``rgb``. ``dst`` may be a view."""
+    H' >= H, W' >= W (top-left), as RGB planes when ``rgb``. ``dst`` may be a view. A 3-tuple
+    ``mean`` is one value per plane of ``dst`` (in its order: R, G, B when ``rgb``, else B, G, R)."""
     h, w = src_bgr.shape[:2]
     if dst.shape[0] != 3 or dst.shape[1] < h or dst.shape[2] < w:
         raise ValueError(f"planar buffer {dst.shape} too small for image {src_bgr.shape}")
+    if isinstance(mean, tuple):
+        m0, m1, m2 = (float(v) for v in mean)
+        _hwc_to_planar3(src_bgr, dst, bool(rgb), m0, m1, m2, float(1.0 / std))
+        return
     _hwc_to_planar(src_bgr, dst, bool(rgb), float(mean), float(1.0 / std))
 
 
@@ -122,6 +155,8 @@ def warm_up() -> None:
     planar = np.zeros((1, 3, 6, 6), np.float32)
     hwc_to_planar(img, planar[0], rgb=True, mean=127.5, std=128.0)
     hwc_to_planar(img[:, :3], planar[0, :, :4, :3], rgb=False)
+    hwc_to_planar(img, planar[0], rgb=False, mean=(104.0, 117.0, 123.0))
+    hwc_to_planar(img[:, :3], planar[0, :, :4, :3], rgb=False, mean=(104.0, 117.0, 123.0))
     out = np.zeros((4, 4, 3), np.uint8)
     planar_to_bgr(np.zeros((1, 3, 4, 4), np.float32)[0], out)
     blend_rgba(img[:2, :2], np.zeros((2, 2, 4), np.uint8))

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from kiosk.inference.errors import ModelSignatureError
 
 Role = Literal["detector", "embedder", "swapper", "enhancer"]
-Family = Literal["scrfd", "yunet", "arcface", "inswapper", "gfpgan"]
+Family = Literal["scrfd", "yunet", "retinaface", "arcface", "inswapper", "gfpgan"]
 ColourOrder = Literal["RGB", "BGR"]
 Template = Literal["arcface_112", "arcface_128", "ffhq_512"]
 
@@ -63,6 +63,8 @@ class ModelSpec:
     #: Pixel normalisation: (x - mean) / std on 0..255 values.
     mean: float = 0.0
     std: float = 1.0
+    #: Per-channel mean in the input's channel order (overrides ``mean``): RetinaFace's BGR means.
+    channel_mean: tuple[float, float, float] | None = None
     template: Template | None = None
     crop_size_px: int | None = None
     urls: tuple[str, ...] = ()
@@ -71,6 +73,8 @@ class ModelSpec:
     also_sha256: tuple[str, ...] = ()
     sha256_source: str = ""
     size_bytes: int | None = None
+    #: Where this exact file was taken from (repository @ commit : path), when it is not a release.
+    source: str = ""
     notes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
@@ -98,6 +102,11 @@ def _yunet_outputs() -> tuple[TensorSpec, ...]:
     names = [f"{k}_{s}" for k in ("cls", "obj", "bbox", "kps") for s in (8, 16, 32)]
     widths = {"cls": 1, "obj": 1, "bbox": 4, "kps": 10}
     return tuple(TensorSpec(n, (1, None, widths[n.split("_")[0]])) for n in names)
+
+
+def _retinaface_outputs() -> tuple[TensorSpec, ...]:
+    # biubug6/Pytorch_Retinaface exports: loc [1,N,4], conf [1,N,2] (softmaxed), landmarks [1,N,10].
+    return tuple(TensorSpec(None, (None, w), batch_optional=True) for w in (4, 2, 10))
 
 
 _SCRFD_INPUT = (TensorSpec("input.1", (1, 3, None, None)),)
@@ -193,6 +202,51 @@ YUNET_2026MAY = ModelSpec(
     sha256="ebafce4e3c118d6554634be5c27ab333b4c047a9a8c3faf1d7cf93101c22f0f0",
     sha256_source="shared/models/PROVENANCE.md (equal to opencv_zoo face_detection_yunet_2026may.onnx)",
     size_bytes=229738,
+)
+
+_RETINAFACE_COMMON: dict[str, Any] = dict(
+    role="detector",
+    family="retinaface",
+    outputs=_retinaface_outputs(),
+    colour="BGR",
+    mean=0.0,
+    std=1.0,
+    channel_mean=(104.0, 117.0, 123.0),
+    extra={
+        "steps": (8, 16, 32),
+        "min_sizes": ((16, 32), (64, 128), (256, 512)),
+        "variances": (0.1, 0.2),
+    },
+)
+
+RETINAFACE_MNET025 = ModelSpec(
+    id="retinaface_mnet025",
+    file="retinaface_mnet025_640.onnx",
+    title="RetinaFace MobileNet-0.25 (biubug6/Pytorch_Retinaface weights, fixed 640x640 export)",
+    licence="MIT (biubug6/Pytorch_Retinaface weights); the repo of the ONNX export has no licence file",
+    inputs=(TensorSpec("input0", (1, 3, None, None)),),
+    urls=(
+        "https://github.com/diandianti/photo_analyze/raw/2715cee6d1f39fc63b431a4fa14b0fc4f8334309/"
+        "models/FaceDetector.onnx",
+    ),
+    sha256="f8cce06cdfa5d2a07a8378c8cff4c4f33f0b00a3f24d9ef53042ff591a881eb7",
+    sha256_source="shared/models/PROVENANCE.md (hash of the file taken from the source commit)",
+    size_bytes=1709521,
+    source="diandianti/photo_analyze @ 2715cee6d1f39fc63b431a4fa14b0fc4f8334309 : models/FaceDetector.onnx",
+    notes="Fixed 640x640 input: tracking regions are letterboxed into it; outputs output0 (loc), "
+    "572 (conf), 571 (landmarks)",
+    **_RETINAFACE_COMMON,
+)
+
+#: The contract of any biubug6/Pytorch_Retinaface export (mobilenet0.25 or ResNet-50): same three
+#: outputs, priors, variances and BGR mean; used for a RetinaFace file whose name we do not know.
+RETINAFACE = ModelSpec(
+    id="retinaface",
+    file="retinaface.onnx",
+    title="RetinaFace (biubug6/Pytorch_Retinaface export: MobileNet-0.25 or ResNet-50)",
+    licence="MIT (biubug6/Pytorch_Retinaface code and weights)",
+    inputs=(TensorSpec(None, (1, 3, None, None)),),
+    **_RETINAFACE_COMMON,
 )
 
 W600K_R50 = ModelSpec(
@@ -300,6 +354,7 @@ KNOWN_MODELS: tuple[ModelSpec, ...] = (
     DET_2_5G,
     YUNET_2023MAR,
     YUNET_2026MAY,
+    RETINAFACE_MNET025,
     W600K_R50,
     INSWAPPER_128,
     INSWAPPER_128_FP16,
@@ -315,13 +370,45 @@ _GENERIC: dict[Role, ModelSpec] = {
 }
 
 
+def detector_family_of(path: str | Path) -> Family:
+    """Which detector family an unknown file is, from its name, else from its graph's outputs:
+    YuNet (named ``cls_8``... outputs), RetinaFace (three outputs of widths 4, 2, 10), else SCRFD
+    (whose contract then reports what is wrong)."""
+    p = Path(path)
+    name = p.name.lower()
+    if "yunet" in name:
+        return "yunet"
+    if "retinaface" in name:
+        return "retinaface"
+    try:
+        import onnx
+
+        graph = onnx.load(str(p), load_external_data=False).graph
+    except Exception:  # missing or unreadable: the session factory says so with the fix
+        return "scrfd"
+    outputs = [o.name for o in graph.output]
+    if "cls_8" in outputs and "kps_32" in outputs:
+        return "yunet"
+    if len(outputs) == 3:
+        widths = []
+        for o in graph.output:
+            dims = o.type.tensor_type.shape.dim
+            widths.append(dims[-1].dim_value if dims else 0)
+        if widths == [4, 2, 10]:
+            return "retinaface"
+    return "scrfd"
+
+
 def spec_for_file(role: Role, path: str | Path) -> ModelSpec:
-    """The spec of ``path`` in ``role``: a known file by name, else the role's generic contract."""
+    """The spec of ``path`` in ``role``: a known file by name, else the role's generic contract (for
+    a detector, the family :func:`detector_family_of` finds)."""
     name = Path(path).name
     for spec in KNOWN_MODELS:
         if spec.role == role and spec.file == name:
             return spec
-    base = YUNET_2026MAY if role == "detector" and "yunet" in name.lower() else _GENERIC[role]
+    base = _GENERIC[role]
+    if role == "detector":
+        base = {"yunet": YUNET_2026MAY, "retinaface": RETINAFACE}.get(detector_family_of(path), base)
     # Unknown file: keep the contract, drop the identity (no hash, no URL).
     from dataclasses import replace
 
@@ -341,6 +428,7 @@ def spec_for_file(role: Role, path: str | Path) -> ModelSpec:
         also_sha256=(),
         sha256_source="unknown file: no published hash",
         size_bytes=None,
+        source="",
         licence="unknown (check where the file came from)",
     )
 

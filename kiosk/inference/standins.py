@@ -7,6 +7,10 @@ plumbing, agreement tests and ``kiosk bench --standins``, not for pretty picture
 - ``det_10g.onnx``: SCRFD contract (input ``input.1`` [1,3,?,?], 9 outputs [N,1]/[N,4]/[N,10], named
   as insightface's det_10g). It "detects" bright squares: a stride-32 cell whose patch is near
   white scores high, with a fixed box and five keypoints around it.
+- ``retinaface_mnet025_640.onnx`` (:func:`make_retinaface`): RetinaFace contract (input ``input0``
+  [1,3,640,640] fixed, outputs ``output0`` [1,N,4] loc, ``572`` [1,N,2] softmaxed conf, ``571``
+  [1,N,10] landmarks over biubug6's prior boxes). It finds bright squares like the SCRFD stand-in
+  (stride-32 cells), or, given ``constants``, returns exactly those output tensors.
 - ``w600k_r50.onnx``: ``input.1`` [N,3,112,112] → ``683`` [N,512] (8x8 average pool + a fixed projection).
 - ``inswapper_128.onnx``: ``target`` [1,3,128,128], ``source`` [1,512] → ``output`` [1,3,128,128] in [0,1].
 - ``GFPGANv1.4.onnx``: ``input`` [1,3,512,512] → ``output`` [1,3,512,512] in [-1,1].
@@ -77,6 +81,84 @@ def make_detector(
             outputs.append((kind_i * 3 + si, helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)))
     outputs.sort(key=lambda t: t[0])
     graph = helper.make_graph(nodes, "scrfd_standin", [inp], [o for _, o in outputs], inits)
+    return _save(graph, path)
+
+
+RETINAFACE_OUTPUT_NAMES = ("output0", "572", "571")
+
+
+def make_retinaface(
+    path: Path,
+    size: int | None = 640,
+    output_names: tuple[str, ...] = RETINAFACE_OUTPUT_NAMES,
+    constants: tuple[np.ndarray, ...] | None = None,
+    widths: tuple[int, int, int] = (4, 2, 10),
+) -> Path:
+    """A RetinaFace-contract model; ``size=None`` gives a dynamic input. ``constants``: the three
+    outputs as arrays (each [1, N, k]), returned whatever the input (for decoder tests; ``size``
+    must then be fixed). ``widths``: the outputs' last dims (another layout, for signature tests).
+
+    Without ``constants``: each stride-32 cell scores ``sigmoid(0.5 * (mean(x - bgr_mean) - 120))``
+    (near 1 on a white cell, near 0 on the grey texture of :func:`white_square_frame`), with a 144 px
+    box centred on the cell and five keypoints around its centre; strides 8 and 16 never fire."""
+    dims: list[int | str] = [1, 3, size, size] if size else [1, 3, "height", "width"]
+    inp = helper.make_tensor_value_info("input0", TensorProto.FLOAT, dims)
+    nodes: list[onnx.NodeProto] = []
+    inits: list[onnx.TensorProto] = []
+    outputs = []
+    if constants is not None:
+        # out = const + 0 * mean(input): the outputs depend on the input only in name.
+        inits += [_init("zero", np.array(0.0, np.float32))]
+        nodes += [
+            helper.make_node("ReduceMean", ["input0"], ["m"], keepdims=0),
+            helper.make_node("Mul", ["m", "zero"], ["m0"]),
+        ]
+        for name, arr in zip(output_names, constants, strict=True):
+            inits.append(_init(f"{name}_const", np.asarray(arr, np.float32)))
+            nodes.append(helper.make_node("Add", [f"{name}_const", "m0"], [name]))
+            outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, list(arr.shape)))
+        graph = helper.make_graph(nodes, "retinaface_const", [inp], outputs, inits)
+        return _save(graph, path)
+    kps_px = np.array([-28.8, -22.4, 28.8, -22.4, 0.0, 6.4, -22.4, 35.2, 22.4, 35.2], np.float32)
+    min_sizes = ((16, 32), (64, 128), (256, 512))
+    heads = []
+    for kind, k in zip(("loc", "conf", "landms"), widths, strict=True):
+        parts = []
+        for step, sizes in zip((8, 16, 32), min_sizes, strict=True):
+            name = f"{kind}{step}"
+            w = np.zeros((2 * k, 3, step, step), np.float32)
+            b = np.zeros((2 * k,), np.float32)
+            if kind == "conf" and k == 2:
+                b[:] = (30.0, -30.0) * 2  # background, face
+                if step == 32:
+                    w[1::2] = 0.5 / (3 * step * step)
+                    b[1::2] = -0.5 * 120.0
+                    b[0::2] = 0.0
+            elif kind == "loc" and step == 32:
+                for a, m in enumerate(sizes):
+                    b[a * k + 2 : a * k + 4] = np.log(144.0 / m) / 0.2
+            elif kind == "landms" and step == 32:
+                for a, m in enumerate(sizes):
+                    b[a * k : (a + 1) * k] = kps_px[:k] / (0.1 * m)
+            inits += [_init(f"{name}_w", w), _init(f"{name}_b", b)]
+            inits.append(_init(f"{name}_shape", np.array([1, -1, k], np.int64)))
+            nodes += [
+                helper.make_node(
+                    "Conv", ["input0", f"{name}_w", f"{name}_b"], [f"{name}_c"], strides=[step, step]
+                ),
+                helper.make_node("Transpose", [f"{name}_c"], [f"{name}_t"], perm=[0, 2, 3, 1]),
+                helper.make_node("Reshape", [f"{name}_t", f"{name}_shape"], [f"{name}_r"]),
+            ]
+            parts.append(f"{name}_r")
+        heads.append((kind, k, parts))
+    for (kind, k, parts), name in zip(heads, output_names, strict=True):
+        if kind == "conf":
+            nodes.append(helper.make_node("Concat", parts, [f"{name}_cat"], axis=1))
+            nodes.append(helper.make_node("Softmax", [f"{name}_cat"], [name], axis=2))
+        else:
+            nodes.append(helper.make_node("Concat", parts, [name], axis=1))
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, "n", k]))
+    graph = helper.make_graph(nodes, "retinaface_standin", [inp], outputs, inits)
     return _save(graph, path)
 
 
