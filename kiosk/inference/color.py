@@ -7,7 +7,8 @@ standard deviation inside the face's mask are moved onto those of the visitor's 
     gain   = std_visitor / std_swap          offset = mean_visitor - gain * mean_swap
     pixel' = pixel + strength * ((gain - 1) * pixel + offset)
 
-computed on the 128 px crops with the face's alpha as weights (the pixels that are pasted),
+computed on the 128 px crops (every second pixel per axis) with the face's alpha as weights
+(the pixels that are pasted),
 in BGR: a per-channel affine map, applied as one lookup table per channel to the crop in place
 before it is pasted or published, so the CPU paste-back and the GPU composite get the same
 corrected crop. BGR was chosen over Lab by measurement (``benchmarks/color_space.py``: it
@@ -36,6 +37,8 @@ COLOR_METHODS: tuple[ColorMethod, ...] = ("none", "mean_std")
 
 #: Gain limits (a flat or saturated crop must not blow up the other's contrast).
 MIN_GAIN, MAX_GAIN = 0.25, 4.0
+#: The statistics read every this many pixels per axis (a quarter of a 128 crop: 4096 pixels).
+STATS_STEP = 2
 #: Standard deviations below this many levels count as this many (flat crops).
 MIN_STD = 2.0
 
@@ -64,23 +67,38 @@ def _weighted_stats(
     visitor: NDArray[np.uint8], swap: NDArray[np.uint8], weight: NDArray[np.uint8], out: NDArray[np.float64]
 ) -> None:  # pragma: no cover - compiled
     """out[0]: sum of weights; out[1:4], out[4:7]: weighted sums of visitor x, x²; out[7:10],
-    out[10:13]: the same of the swap (weights 0..255)."""
-    for i in range(13):
-        out[i] = 0.0
+    out[10:13]: the same of the swap (weights 0..255); every STATS_STEP-th pixel per axis."""
+    n = 0.0
+    v0 = v1 = v2 = vv0 = vv1 = vv2 = 0.0
+    s0 = s1 = s2 = ss0 = ss1 = ss2 = 0.0
     h, w = weight.shape[0], weight.shape[1]
-    for y in range(h):
-        for x in range(w):
+    for y in range(0, h, STATS_STEP):
+        for x in range(0, w, STATS_STEP):
             wt = np.float64(weight[y, x])
-            if wt == 0.0:
-                continue
-            out[0] += wt
-            for c in range(3):
-                a = np.float64(visitor[y, x, c])
-                b = np.float64(swap[y, x, c])
-                out[1 + c] += wt * a
-                out[4 + c] += wt * a * a
-                out[7 + c] += wt * b
-                out[10 + c] += wt * b * b
+            a0, a1, a2 = (
+                np.float64(visitor[y, x, 0]),
+                np.float64(visitor[y, x, 1]),
+                np.float64(visitor[y, x, 2]),
+            )
+            b0, b1, b2 = np.float64(swap[y, x, 0]), np.float64(swap[y, x, 1]), np.float64(swap[y, x, 2])
+            n += wt
+            v0 += wt * a0
+            v1 += wt * a1
+            v2 += wt * a2
+            vv0 += wt * a0 * a0
+            vv1 += wt * a1 * a1
+            vv2 += wt * a2 * a2
+            s0 += wt * b0
+            s1 += wt * b1
+            s2 += wt * b2
+            ss0 += wt * b0 * b0
+            ss1 += wt * b1 * b1
+            ss2 += wt * b2 * b2
+    out[0] = n
+    out[1], out[2], out[3] = v0, v1, v2
+    out[4], out[5], out[6] = vv0, vv1, vv2
+    out[7], out[8], out[9] = s0, s1, s2
+    out[10], out[11], out[12] = ss0, ss1, ss2
 
 
 def face_stats(
@@ -131,6 +149,11 @@ class ColorCorrector:
 
     def reset(self) -> None:
         self._ema.clear()
+
+    @property
+    def tracked_keys(self) -> set[int]:
+        """The face ids whose statistics are being smoothed."""
+        return set(self._ema)
 
     def forget_except(self, keys: set[int]) -> None:
         """Drop the smoothed statistics of faces no longer tracked."""

@@ -12,7 +12,7 @@ crop of side ``S``, ``kps`` the five keypoints mapped into the crop, and ``clamp
 
     box   = clamp01((min(u - S*left, v - S*top, S*(1-right) - u, S*(1-bottom) - v)) / (S*feather))
     face  = clamp01(-sd_face(u, v) / (S*feather))            shape: face only, else 1
-    mouth = clamp01(1 - sd_mouth(u, v) / (MOUTH_FEATHER * mouth_width))   mouth > 0 only
+    mouth = clamp01(1 - sd_mouth(u, v) / (MOUTH_FEATHER * nose_mouth))    mouth > 0 only
     alpha = box * face * (1 - mouth_amount * mouth) * occlusion(u, v)
 
 ``sd_*`` is the (first-order) signed distance to an ellipse in pixels, negative inside:
@@ -20,9 +20,10 @@ crop of side ``S``, ``kps`` the five keypoints mapped into the crop, and ``clamp
 - face ellipse: axes along the eyes–mouth direction; it reaches ``FOREHEAD`` eyes–mouth
   distances above the eye midpoint and ``CHIN`` below the mouth midpoint, and is ``CHEEK`` eye
   distances wide on each side of the face's centre line;
-- mouth ellipse: centred ``MOUTH_DROP`` mouth widths below the mouth corners' midpoint, half axes
-  ``MOUTH_HALF_WIDTH`` and ``MOUTH_HALF_HEIGHT`` mouth widths, feathered *outwards*, so the
-  visitor's whole mouth (lips, teeth) is inside the fully kept part.
+- mouth ellipse: half width ``MOUTH_HALF_WIDTH`` mouth widths (corner to corner); centred
+  ``MOUTH_DROP``, half height ``MOUTH_HALF_HEIGHT`` and feathered *outwards* by ``MOUTH_FEATHER``
+  nose–mouth distances (nose tip to the corners' line), so the visitor's whole mouth (lips,
+  teeth) is inside the fully kept part and the ramp ends below the nose.
 
 ``feather = 0`` gives hard edges. The outermost ring of crop pixels is always 0, so neither path
 ever shows the crop's border. ``occlusion`` is an optional crop-space multiplier
@@ -58,11 +59,13 @@ MASK_FEATHER_FRAC = 0.10
 FOREHEAD = 1.05
 CHIN = 0.80
 CHEEK = 1.05
-#: Mouth ellipse, in mouth widths (corner to corner): centre below the corners, half axes, feather.
+#: Mouth ellipse: half width in mouth widths (corner to corner); centre drop below the corners'
+#: midpoint, half height and (outward) feather in nose–mouth distances (nose tip to the corners'
+#: line), so the kept region covers both lips and stops short of the nose.
+MOUTH_HALF_WIDTH = 0.62
 MOUTH_DROP = 0.10
-MOUTH_HALF_WIDTH = 0.60
-MOUTH_HALF_HEIGHT = 0.32
-MOUTH_FEATHER = 0.25
+MOUTH_HALF_HEIGHT = 0.62
+MOUTH_FEATHER = 0.22
 
 
 @dataclass(frozen=True)
@@ -131,9 +134,20 @@ def ellipse_params(kps_crop: NDArray[np.float32]) -> NDArray[np.float64]:
     centre = centre + across * float(np.dot(mid_line - centre, across))
     face = [centre[0], centre[1], across[0], across[1], CHEEK * eye_dist, (bottom - top) / 2.0]
     mw = max(float(np.hypot(*(k[4] - k[3]))), 1e-3)
-    mc = mouth + down * MOUTH_DROP * mw
-    mouth_row = [mc[0], mc[1], across[0], across[1], MOUTH_HALF_WIDTH * mw, MOUTH_HALF_HEIGHT * mw]
+    nm = nose_mouth_px(k)
+    mc = mouth + down * MOUTH_DROP * nm
+    mouth_row = [mc[0], mc[1], across[0], across[1], MOUTH_HALF_WIDTH * mw, MOUTH_HALF_HEIGHT * nm]
     return np.array([face, mouth_row], np.float64)
+
+
+def nose_mouth_px(kps_crop: NDArray[np.floating]) -> float:
+    """Distance from the nose tip to the line through the mouth corners (pixels, at least 1)."""
+    k = np.asarray(kps_crop, np.float64)
+    line = k[4] - k[3]
+    n = float(np.hypot(*line))
+    if n < 1e-6:
+        return max(float(np.hypot(*(k[2] - k[3]))), 1.0)
+    return max(abs(float(line[0] * (k[2, 1] - k[3, 1]) - line[1] * (k[2, 0] - k[3, 0]))) / n, 1.0)
 
 
 @njit(cache=True, nogil=True, fastmath=False, inline="always")
@@ -200,7 +214,7 @@ def _build_alpha(
             out[y, x] = np.uint8(np.rint(a * 255.0))
 
 
-def box_params(size_px: int, options: MaskOptions, mouth_width: float = 1.0) -> NDArray[np.float64]:
+def box_params(size_px: int, options: MaskOptions, nose_mouth: float = 1.0) -> NDArray[np.float64]:
     """The box (x0, y0, x1, y1 in crop pixels, 1 / feather px), face feather px, mouth feather px."""
     top, right, bottom, left = options.padding
     s = float(size_px)
@@ -213,7 +227,7 @@ def box_params(size_px: int, options: MaskOptions, mouth_width: float = 1.0) -> 
             s * (1.0 - bottom),
             1.0 / feather_px if feather_px > 0 else 0.0,
             feather_px,
-            max(MOUTH_FEATHER * mouth_width, 1e-3),
+            max(MOUTH_FEATHER * nose_mouth, 1e-3),
         ],
         np.float64,
     )
@@ -240,10 +254,10 @@ def build_alpha(
         raise ValueError("a face-shaped or mouth mask needs the keypoints in crop space")
     if kps_crop is not None:
         ell = ellipse_params(kps_crop)
-        mouth_width = float(np.hypot(*(np.asarray(kps_crop)[4] - np.asarray(kps_crop)[3])))
+        nose_mouth = nose_mouth_px(kps_crop)
     else:
         ell = np.zeros((2, 6), np.float64)
-        mouth_width = 1.0
+        nose_mouth = 1.0
     occ = _NO_OCCLUSION
     if occlusion is not None:
         occ = np.asarray(occlusion, np.float32)
@@ -251,7 +265,7 @@ def build_alpha(
             raise ValueError(f"occlusion mask must be ({size_px}, {size_px}), got {occ.shape}")
     _build_alpha(
         out,
-        box_params(size_px, options, mouth_width),
+        box_params(size_px, options, nose_mouth),
         ell,
         options.shape == "face",
         float(options.mouth),
