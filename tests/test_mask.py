@@ -293,3 +293,12 @@ def test_published_faces_carry_their_alpha_and_the_colour_is_keyed_by_track(
     # the box default publishes the shared read-only alpha, no per-face buffer
     box = mask_pipe(standin_dir, det_500m, astronaut)
     assert box.process_into(astronaut, None, paste=False)[0].alpha is box.masks.static_alpha(128)
+
+
+@pytest.mark.parametrize("name", ["configs/default.yaml", "configs/demo.yaml", "deploy/kiosk.yaml"])
+def test_shipped_configs_correct_the_colour(name: str) -> None:
+    from kiosk.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / name)
+    assert cfg.processing.color_correction == "mean_std" and cfg.processing.color_strength > 0
+    assert cfg.mask.shape in ("box", "face")
