@@ -302,3 +302,17 @@ def test_shipped_configs_correct_the_colour(name: str) -> None:
     cfg = load_config(Path(__file__).resolve().parents[1] / name)
     assert cfg.processing.color_correction == "mean_std" and cfg.processing.color_strength > 0
     assert cfg.mask.shape in ("box", "face")
+
+
+def test_a_mask_change_in_the_config_file_rebuilds_the_processing_stage() -> None:
+    from kiosk.app import KioskApp, RunOptions
+    from kiosk.config import KioskConfig
+
+    cfg = KioskConfig.model_validate({"source": {"kind": "synthetic"}, "processing": {"enabled": False}})
+    app = KioskApp(cfg, RunOptions(headless=True))
+    calls: list[object] = []
+    app.inference.reconfigure = calls.append  # type: ignore[method-assign]
+    app.apply_config(cfg.model_copy(update={"mask": cfg.mask.model_copy(update={"mouth": 1.0})}))
+    assert len(calls) == 1
+    app.apply_config(app.cfg)  # nothing changed: nothing rebuilt
+    assert len(calls) == 1
