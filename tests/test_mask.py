@@ -316,3 +316,18 @@ def test_a_mask_change_in_the_config_file_rebuilds_the_processing_stage() -> Non
     assert len(calls) == 1
     app.apply_config(app.cfg)  # nothing changed: nothing rebuilt
     assert len(calls) == 1
+
+
+def test_mask_and_colour_allocate_nothing_per_frame(standin_cfg) -> None:  # type: ignore[no-untyped-def]
+    from test_hotpath import FRAME_720, SOURCE, _bytes_per_frame
+
+    from kiosk.pipeline import SwapPipeline
+
+    proc = standin_cfg.processing.model_copy(update={"color_correction": "mean_std"})
+    mask = standin_cfg.mask.model_copy(update={"shape": "face", "mouth": 1.0})
+    pipe = SwapPipeline.from_config(standin_cfg.model_copy(update={"processing": proc, "mask": mask}))
+    pipe.set_source(SOURCE)
+    for paste in (True, False):
+        peak, net = _bytes_per_frame(pipe, FRAME_720, paste, frames=40)
+        assert pipe.times.faces == 2 and pipe.times.mask_ms > 0 and pipe.times.color_ms > 0
+        assert peak < 64 * 1024 and net < 4 * 1024, (paste, peak, net)
