@@ -181,6 +181,7 @@ def _build_alpha(
     x0, y0, x1, y1, inv_feather = box[0], box[1], box[2], box[3], box[4]
     face_feather = box[5]
     mouth_feather = box[6]
+    mouth_reach = max(ell[1, 4], ell[1, 5]) + mouth_feather + 1.0  # beyond it the mouth term is 0
     for y in range(s):
         v = y + 0.5
         for x in range(s):
@@ -202,7 +203,12 @@ def _build_alpha(
                 else:
                     f = 1.0 if sd < 0 else 0.0
                 a *= f
-            if a > 0.0 and mouth_amount > 0.0:
+            if (
+                a > 0.0
+                and mouth_amount > 0.0
+                and abs(u - ell[1, 0]) < mouth_reach
+                and abs(v - ell[1, 1]) < mouth_reach
+            ):
                 sd = _ellipse_sd(u, v, ell[1, 0], ell[1, 1], ell[1, 2], ell[1, 3], ell[1, 4], ell[1, 5])
                 m = 1.0 - sd / mouth_feather
                 m = 0.0 if m < 0.0 else (1.0 if m > 1.0 else m)
