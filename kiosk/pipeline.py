@@ -295,6 +295,10 @@ class SwapPipeline:
             mask=mask_options(cfg.mask),
             color=color_options(proc),
         )
+        if cfg.mask.occlusion and pipe.face_parser is None:
+            log.warning(
+                "mask.occlusion is on but no face parser is loaded: faces are pasted without occlusion"
+            )
         if prov_cfg.warmup:
             pipe.warm_up()
         return pipe
