@@ -3,7 +3,8 @@ against an earlier commit (RGB crops, the shader computed the box mask), side by
 
 Each run draws a 1920x1080 frame with N face crops (128 px, ~220 px on screen) into an offscreen
 framebuffer with the kiosk's Renderer on a headless EGL context, and reports the median ms of
-``set_frame`` (frame + crops upload) and of ``draw`` + ``ctx.finish()``. The trees alternate in
+the crops' upload alone (``FaceCrops.set``), of ``set_frame`` (frame + crops upload) and of
+``draw`` + ``ctx.finish()``. The trees alternate in
 subprocesses, so both see the same machine load.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_composite.py --against 3b8c9b0 [--faces 6] [--reps 40]
@@ -64,8 +65,11 @@ def measure(faces_n: int, reps: int, alpha_kind: str) -> dict[str, float]:
     rb = ctx.renderbuffer((w, h), components=4)
     fbo = ctx.framebuffer(color_attachments=[rb])
     renderer = Renderer(ctx, DisplayConfig(fit="fit"))
-    up, draw = [], []
+    up, draw, crops = [], [], []
     for i in range(reps + 5):
+        a0 = time.perf_counter()
+        renderer.face_crops.set(faces)  # the crops alone (set_frame below uploads them again)
+        ctx.finish()
         a = time.perf_counter()
         renderer.set_frame(frame, faces)
         b = time.perf_counter()
@@ -74,10 +78,15 @@ def measure(faces_n: int, reps: int, alpha_kind: str) -> dict[str, float]:
         ctx.finish()
         c = time.perf_counter()
         if i >= 5:
+            crops.append((a - a0) * 1e3)
             up.append((b - a) * 1e3)
             draw.append((c - b) * 1e3)
     renderer.release()
-    return {"upload_ms": float(np.median(up)), "draw_ms": float(np.median(draw))}
+    return {
+        "crops_ms": float(np.median(crops)),
+        "upload_ms": float(np.median(up)),
+        "draw_ms": float(np.median(draw)),
+    }
 
 
 def main() -> int:
@@ -110,17 +119,20 @@ def main() -> int:
             for name, tree, kind, n in variants:
                 env = {**os.environ, "PYTHONPATH": str(tree)}
                 cmd = [sys.executable, str(Path(__file__).resolve()), "--child", kind, "--faces", str(n)]
-                out = subprocess.run([*cmd, "--reps", str(args.reps)], env=env, capture_output=True, text=True, cwd=tree)
+                out = subprocess.run(
+                    [*cmd, "--reps", str(args.reps)], env=env, capture_output=True, text=True, cwd=tree
+                )
                 if out.returncode != 0:
                     print(out.stderr, file=sys.stderr)
                     return 1
                 runs.setdefault(name, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
     print(f"1920x1080 frame, 128 px crops, medians of {args.reps} frames x {args.rounds} rounds")
-    print(f"{'variant':<44} {'upload ms':>10} {'draw ms':>9}")
+    print(f"{'variant':<44} {'crops ms':>9} {'upload ms':>10} {'draw ms':>9}")
     for name, rs in runs.items():
+        cr = statistics.median(r["crops_ms"] for r in rs)
         up = statistics.median(r["upload_ms"] for r in rs)
         dr = statistics.median(r["draw_ms"] for r in rs)
-        print(f"{name:<44} {up:10.2f} {dr:9.2f}")
+        print(f"{name:<44} {cr:9.2f} {up:10.2f} {dr:9.2f}")
     return 0
 
 

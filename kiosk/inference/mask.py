@@ -33,7 +33,7 @@ e.g. a hand over the face); see :class:`OcclusionParser`.
 The defaults (``shape="box"``, padding 0.02 on every side, feather 0.10, no mouth) are the
 kiosk's original feathered square, bit for bit. That mask depends only on ``S``, so it is built
 once per size and shared (:meth:`MaskBuilder.alpha` returns the cached, read-only array); the other
-shapes cost one fused pass over the crop per face (about 0.1 ms for 128 px, see README).
+shapes cost one fused pass over the 128 px crop per face (a fraction of a millisecond, see README).
 """
 
 from __future__ import annotations
