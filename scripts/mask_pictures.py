@@ -1,4 +1,4 @@
-"""Regenerate README's pictures of the mask and colour options (docs/img/mask_*.png).
+"""Regenerate README's pictures of the mask and colour options (docs/img/mask_*.jpg).
 
 The visitor is the NASA astronaut photo (public domain, docs/img/astronaut_eileen_collins_nasa.png),
 the detector the real ``det_500m`` (../shared/models), the embedder and swapper the test suite's
@@ -94,7 +94,7 @@ def main() -> int:
 
     tiles = [label(zoom(visitor), "visitor (input)")]
     tiles += [label(zoom(out), name) for (out, _), (name, _, _) in zip(colour, COLOUR, strict=True)]
-    cv2.imwrite(str(out_dir / "mask_colour.png"), np.hstack(tiles))
+    cv2.imwrite(str(out_dir / "mask_colour.jpg"), np.hstack(tiles), [cv2.IMWRITE_JPEG_QUALITY, 92])
     rows = []
     for (out, sf), (name, _, _) in zip(masks, MASKS, strict=True):
         assert sf.alpha is not None
@@ -103,8 +103,8 @@ def main() -> int:
         for x, y in crop_keypoints(sf.face.kps, sf.affine) * (300 / sf.alpha.shape[0]):
             cv2.circle(tile, (int(round(x)), int(round(y))), 4, (0, 0, 255), -1)
         rows.append(np.vstack([label(zoom(out), name), tile]))
-    cv2.imwrite(str(out_dir / "mask_shapes.png"), np.hstack(rows))
-    print(f"wrote {out_dir / 'mask_colour.png'} and {out_dir / 'mask_shapes.png'}")
+    cv2.imwrite(str(out_dir / "mask_shapes.jpg"), np.hstack(rows), [cv2.IMWRITE_JPEG_QUALITY, 92])
+    print(f"wrote {out_dir / 'mask_colour.jpg'} and {out_dir / 'mask_shapes.jpg'}")
     return 0
 
 
