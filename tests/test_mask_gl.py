@@ -64,7 +64,9 @@ def test_shader_and_cpu_paste_back_agree_for_every_option(
     diff = np.abs(cpu.astype(np.int16) - gpu.astype(np.int16))
     assert diff[changed].mean() <= 2.0, f"{name}: mean abs diff {diff[changed].mean():.3f}"
     assert np.percentile(diff[changed], 99) <= 8
-    assert diff[~changed].mean() <= 0.5  # outside the face the screen is the frame
+    if not processing.get("enhance"):  # 128 px crops: every pixel within 2 levels
+        assert diff.max() <= 2, f"{name}: max abs diff {diff.max()}"
+    assert np.array_equal(gpu[~changed], astronaut[~changed])  # outside the face: the frame
 
 
 # -- on the kiosk's screen --------------------------------------------------------------------------------
