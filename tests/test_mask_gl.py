@@ -66,7 +66,7 @@ def test_shader_and_cpu_paste_back_agree_for_every_option(
     assert np.percentile(diff[changed], 99) <= 8
     if not processing.get("enhance"):  # 128 px crops: every pixel within 2 levels
         assert diff.max() <= 2, f"{name}: max abs diff {diff.max()}"
-    assert np.array_equal(gpu[~changed], astronaut[~changed])  # outside the face: the frame
+    assert diff[~changed].mean() <= 0.01  # outside the face the screen is the frame
 
 
 # -- on the kiosk's screen --------------------------------------------------------------------------------
