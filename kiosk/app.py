@@ -332,7 +332,9 @@ class KioskApp:
             self.capture.join(2.0)
             self.capture = self._new_capture()
             self.capture.start()
-        processing_changed = new.processing != old.processing or new.models != old.models
+        processing_changed = (
+            new.processing != old.processing or new.models != old.models or new.mask != old.mask
+        )
         if (processing_changed or new.faces != old.faces) and not self._custom_processor:
             log.info("processing settings changed: rebuilding the processing stage")
             if new.faces != old.faces or new.processing.source_face != old.processing.source_face:

@@ -55,7 +55,19 @@ log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
 #: Stage columns recorded per processed frame.
-STAGES = ("detect", "track", "align", "swap", "enhance", "paste", "total", "session", "overhead")
+STAGES = (
+    "detect",
+    "track",
+    "align",
+    "swap",
+    "enhance",
+    "paste",
+    "total",
+    "session",
+    "overhead",
+    "mask",
+    "color",
+)
 
 
 # -- source ---------------------------------------------------------------------------------------
@@ -172,6 +184,8 @@ class BenchProcessor:
             t.total_ms,
             t.session_ms,
             t.total_ms - t.session_ms,
+            t.mask_ms,
+            t.color_ms,
             t.faces,
             det_session,
             t.session_ms - det_session,
@@ -225,7 +239,8 @@ def summarise(proc: BenchProcessor) -> tuple[dict[str, dict[str, float]], dict[s
     faces = rows[:, len(STAGES)]
     det_session = rows[:, len(STAGES) + 1]
     face_session = rows[:, len(STAGES) + 2]
-    per_face_work = rows[:, 2] + rows[:, 3] + rows[:, 4] + rows[:, 5]  # align+swap+enhance+paste
+    # align + swap + enhance + paste + mask + colour
+    per_face_work = rows[:, 2] + rows[:, 3] + rows[:, 4] + rows[:, 5] + rows[:, 9] + rows[:, 10]
     with np.errstate(invalid="ignore", divide="ignore"):
         face_overhead = (per_face_work - face_session) / np.where(faces > 0, faces, np.nan)
     face_overhead = face_overhead[np.isfinite(face_overhead)]
@@ -387,6 +402,37 @@ def bench_config(
     return cfg, standin_detector
 
 
+def apply_overrides(cfg: KioskConfig, assignments: list[str]) -> KioskConfig:
+    """``cfg`` with ``section.key=value`` assignments (values in YAML: ``mask.padding=[0,0,0.1,0]``),
+    validated like the file; :class:`~kiosk.config.ConfigError` names a bad one."""
+    import yaml
+
+    from kiosk.config import ConfigError
+
+    data = cfg.model_dump(mode="json")
+    for item in assignments:
+        key, sep, value = item.partition("=")
+        parts = key.strip().split(".")
+        node = data
+        for part in parts[:-1]:
+            if not isinstance(node.get(part), dict):
+                raise ConfigError("--set", [f"--set {item}: unknown section {part!r} (see kiosk config doc)"])
+            node = node[part]
+        if not sep or parts[-1] not in node:
+            raise ConfigError(
+                "--set", [f"--set {item}: expected KEY=VALUE with a known key (see kiosk config doc)"]
+            )
+        node[parts[-1]] = yaml.safe_load(value)
+    from pydantic import ValidationError
+
+    try:
+        return KioskConfig.model_validate({**data, "base_dir": cfg.base_dir})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise ConfigError("--set", [f"--set: {loc}: {first['msg']}"]) from None
+
+
 def _build_pipeline(cfg: KioskConfig) -> SwapPipeline:
     pipe = SwapPipeline.from_config(cfg)
     src = cfg.processing.source_face
@@ -468,6 +514,9 @@ def run_bench(
             "iobinding": prov.iobinding,
             "cuda_graph": prov.cuda_graph,
             "display_max_fps": cfg.display.max_fps,
+            "color_correction": cfg.processing.color_correction,
+            "color_strength": cfg.processing.color_strength,
+            "mask": cfg.mask.model_dump(mode="json"),
         },
         stages_ms=stages,
         overhead=overhead,
@@ -505,6 +554,8 @@ def format_report(r: BenchResult) -> str:
         f"models: detector {s['detector']} at {s['det_size']}"
         + (f" (regions at {s['roi_det_size']})" if s["roi_det_size"] else "")
         + f", iobinding {s['iobinding']}, faces {r.overhead['faces_mean']:g} per frame",
+        f"colour correction {s['color_correction']} (strength {s['color_strength']:g}); mask "
+        + ", ".join(f"{k} {v}" for k, v in s["mask"].items()),
         "",
         "stage (ms per frame)     p50      p95",
     ]
@@ -573,6 +624,8 @@ def cmd_bench(args: Any) -> int:
             None if args.tracking is None else args.tracking,
             args.max_faces,
         )
+        if args.set:
+            cfg = apply_overrides(cfg, args.set)
         if args.cpu:
             prov = cfg.models.providers.model_copy(update={"order": ["cpu"]})
             cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"providers": prov})})

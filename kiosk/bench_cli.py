@@ -6,9 +6,16 @@ import argparse
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kiosk.bench import cmd_bench
+    import sys
 
-    return cmd_bench(args)
+    from kiosk.bench import cmd_bench
+    from kiosk.config import ConfigError
+
+    try:
+        return cmd_bench(args)
+    except ConfigError as exc:
+        print(f"kiosk bench: error: {'; '.join(exc.problems)}", file=sys.stderr)
+        return 1
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -42,6 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--tracking", dest="tracking", action="store_true", default=None, help="force tracking on")
     p.add_argument("--no-tracking", dest="tracking", action="store_false", help="force tracking off")
     p.add_argument("--max-faces", type=int, default=None, help="override processing.max_faces")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key, e.g. --set mask.shape=face --set processing.color_correction=mean_std",
+    )
     p.add_argument(
         "--photo", help="photo the synthetic camera shows (default: insightface's t1.jpg, six faces)"
     )

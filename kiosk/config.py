@@ -192,6 +192,49 @@ class ProcessingConfig(_Section):
         "all",
         description="Faces swapped: all (up to max_faces), the largest one, or the one nearest the centre.",
     )
+    color_correction: Literal["none", "mean_std"] = Field(
+        "none",
+        description="Match the swapped face's colour to the visitor's: mean_std moves each BGR channel's "
+        "mean and spread inside the mask onto the visitor's (smoothed per tracked face); none: off.",
+    )
+    color_strength: float = Field(
+        1.0, ge=0.0, le=1.0, description="How much of the colour correction is applied (0..1)."
+    )
+
+
+class MaskConfig(_Section):
+    shape: Literal["box", "face"] = Field(
+        "box",
+        description="How the swapped crop goes back: box (feathered square) or face (a face-shaped "
+        "ellipse fitted to the eyes and mouth, forehead to chin).",
+    )
+    padding: tuple[float, float, float, float] = Field(
+        (0.02, 0.02, 0.02, 0.02),
+        description="Insets of the box from the crop's edges: top, right, bottom, left, fractions of "
+        "the crop (each 0..0.45); the face shape is cut by the same box.",
+    )
+    feather: float = Field(
+        0.10, ge=0.0, le=0.5, description="Width of the soft edge, fraction of the crop; 0: hard edge."
+    )
+    mouth: float = Field(
+        0.0,
+        ge=0.0,
+        le=1.0,
+        description="How much of the visitor's own mouth stays (a feathered region around the mouth "
+        "corners): 0 swaps it, 1 keeps the visitor's mouth.",
+    )
+    occlusion: bool = Field(
+        False,
+        description="Keep the visitor's pixels where a face parser finds the face covered (a hand, a "
+        "microphone); needs the face parser model.",
+    )
+
+    @field_validator("padding")
+    @classmethod
+    def _padding_bounds(cls, v: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+        if any(not 0.0 <= p <= 0.45 for p in v):
+            raise ValueError("each padding value (top, right, bottom, left) must be in 0..0.45")
+        return v
 
 
 class FacesConfig(_Section):
@@ -324,6 +367,7 @@ class KioskConfig(_Section):
     source: SourceConfig = Field(default_factory=SourceConfig)  # type: ignore[arg-type]
     display: DisplayConfig = Field(default_factory=DisplayConfig)  # type: ignore[arg-type]
     processing: ProcessingConfig = Field(default_factory=ProcessingConfig)  # type: ignore[arg-type]
+    mask: MaskConfig = Field(default_factory=MaskConfig)  # type: ignore[arg-type]
     models: ModelsConfig = Field(default_factory=ModelsConfig)  # type: ignore[arg-type]
     faces: FacesConfig = Field(default_factory=FacesConfig)  # type: ignore[arg-type]
     ui: UiConfig = Field(default_factory=UiConfig)  # type: ignore[arg-type]

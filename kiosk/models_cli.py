@@ -96,7 +96,7 @@ def _cmd_swap(args: argparse.Namespace) -> int:
     print(
         f"{out_path}: swapped {t.faces} face(s) on {pipe.provider} "
         f"(detect {t.detect_ms:.0f} ms, align {t.align_ms:.1f} ms, swap {t.swap_ms:.0f} ms, enhance {t.enhance_ms:.0f} ms, "
-        f"paste {t.paste_ms:.1f} ms)"
+        f"mask {t.mask_ms:.1f} ms, colour {t.color_ms:.1f} ms, paste {t.paste_ms:.1f} ms)"
     )
     if t.faces == 0:
         print(f"  note: no face found in {args.input}; the output is the input unchanged", file=sys.stderr)

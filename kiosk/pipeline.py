@@ -26,20 +26,24 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.config import KioskConfig, ProcessingConfig
+from kiosk.config import KioskConfig, MaskConfig, ProcessingConfig
+from kiosk.inference import color as color_mod
+from kiosk.inference import mask as mask_mod
 from kiosk.inference.align import align_matrix
+from kiosk.inference.color import ColorCorrector, ColorOptions
 from kiosk.inference.detector import FaceDetector, make_detector
 from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.enhancer import GfpganEnhancer
 from kiosk.inference.errors import ImageError, ModelError, NoFaceError
 from kiosk.inference.kernels import warm_up as warm_up_kernels
+from kiosk.inference.mask import MaskBuilder, MaskOptions, OcclusionParser, crop_keypoints
 from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.processing import PassThrough, Processor
 from kiosk.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
-from kiosk.types import Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
+from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +53,8 @@ __all__ = [
     "SwapPipeline",
     "TrackingOptions",
     "build_processor",
+    "color_options",
+    "mask_options",
     "model_paths",
     "open_detector",
     "missing_models",
@@ -81,6 +87,23 @@ def missing_models(cfg: KioskConfig, include_enhancer: bool | None = None) -> li
         if not p.is_file():
             out.append(p)
     return out
+
+
+def mask_options(mask: MaskConfig) -> MaskOptions:
+    """The mask module's options from the ``mask:`` config section."""
+    top, right, bottom, left = mask.padding
+    return MaskOptions(
+        shape=mask.shape,
+        padding=(top, right, bottom, left),
+        feather=mask.feather,
+        mouth=mask.mouth,
+        occlusion=mask.occlusion,
+    )
+
+
+def color_options(proc: ProcessingConfig) -> ColorOptions:
+    """The colour correction's options from ``processing.color_correction`` / ``color_strength``."""
+    return ColorOptions(method=proc.color_correction, strength=proc.color_strength)
 
 
 def read_image(path: str | Path) -> FrameBGR:
@@ -131,6 +154,11 @@ class StageTimes:
     swap_ms: float = 0.0
     enhance_ms: float = 0.0
     paste_ms: float = 0.0
+    #: Building the per-face alpha (face shape, mouth, occlusion; 0 for the cached box) and
+    #: asking the face parser for occlusion masks.
+    mask_ms: float = 0.0
+    #: Colour correction of the swapped crops.
+    color_ms: float = 0.0
     faces: int = 0
     extra: dict[str, float] = field(default_factory=dict)
     track_ms: float = 0.0
@@ -187,6 +215,9 @@ class SwapPipeline:
         gpu_requested: str | None = None,
         tracking: TrackingOptions | None = None,
         face_policy: Policy = "all",
+        mask: MaskOptions | None = None,
+        color: ColorOptions | None = None,
+        face_parser: OcclusionParser | None = None,
     ) -> None:
         self.detector = detector
         self.embedder = embedder
@@ -199,11 +230,17 @@ class SwapPipeline:
         self.face_policy: Policy = face_policy
         self.times = StageTimes()
         self._paste = PasteBack()
+        self.masks = MaskBuilder(mask)
+        self.color = ColorCorrector(color)
+        #: Occlusion masks come from this parser when ``mask.occlusion`` is on (None: no occlusion).
+        self.face_parser: OcclusionParser | None = face_parser
+        self._face_ids: list[int | None] = []
+        self._occlusion_scratch: dict[int, NDArray[np.float32]] = {}
         self.tracker: FaceTracker | None = None
         self._roi_detector: FaceDetector | None = None
         self._frame_idx = 0
         self._chosen_ids: list[int] = []
-        self._crop_ring: list[dict[tuple[int, int], FrameBGR]] = [{} for _ in range(CROP_RING)]
+        self._crop_ring: list[dict[tuple[int, ...], NDArray[np.uint8]]] = [{} for _ in range(CROP_RING)]
         self._ring_pos = 0
         self._scratch: FrameBGR = np.zeros((1, 1, 3), np.uint8)
         #: Milliseconds per model of the last :meth:`warm_up` (empty until it ran).
@@ -255,7 +292,13 @@ class SwapPipeline:
             gpu_requested=gpu,
             tracking=TrackingOptions.from_config(proc) if proc.tracking else None,
             face_policy=proc.face_policy,
+            mask=mask_options(cfg.mask),
+            color=color_options(proc),
         )
+        if cfg.mask.occlusion and pipe.face_parser is None:
+            log.warning(
+                "mask.occlusion is on but no face parser is loaded: faces are pasted without occlusion"
+            )
         if prov_cfg.warmup:
             pipe.warm_up()
         return pipe
@@ -292,6 +335,7 @@ class SwapPipeline:
             self.tracker.reset()
         self._frame_idx = 0
         self._chosen_ids = []
+        self.color.reset()
 
     def warm_up(self) -> dict[str, float]:
         """Run every model once on zeros (and compile the pixel kernels), so the first real frame
@@ -299,6 +343,8 @@ class SwapPipeline:
         milliseconds per model."""
         t0 = time.perf_counter()
         warm_up_kernels()
+        mask_mod.warm_up()
+        color_mod.warm_up()
         out = {"kernels": (time.perf_counter() - t0) * 1e3}
         for name, det in (("detector", self.detector), ("detector_roi", self._roi_detector)):
             if det is not None:
@@ -450,43 +496,88 @@ class SwapPipeline:
             assert out_bgr is not None
             np.copyto(out_bgr, frame_bgr)
         self._ring_pos = (self._ring_pos + 1) % CROP_RING
-        spare = None if reuse is None else [sf.crop_bgr for sf in reuse]
+        spare: list[NDArray[np.uint8]] | None = None
+        if reuse is not None:
+            spare = [sf.crop_bgr for sf in reuse]
+            spare += [sf.alpha for sf in reuse if sf.alpha is not None and sf.alpha.flags.writeable]
+        use_occlusion = self.masks.options.occlusion and self.face_parser is not None
+        per_face_alpha = self.masks.needs_buffer(use_occlusion)
         result: list[SwappedFace] = []
         for i, face in enumerate(faces):
             a = time.perf_counter()
             affine = self.swapper.align(frame_bgr, face.kps)
             b = time.perf_counter()
-            crop = self.swapper.to_bgr(self.swapper.infer(self._latent), self._crop_buffer(i, 128, spare))
+            crop = self.swapper.to_bgr(
+                self.swapper.infer(self._latent), self._crop_buffer(i, (128, 128, 3), spare)
+            )
             c = time.perf_counter()
+            size = crop.shape[0]
+            occlusion = None
+            if use_occlusion:
+                assert self.face_parser is not None
+                occlusion = self.face_parser.face_mask(frame_bgr, face, size)
+            kps_crop = crop_keypoints(face.kps, affine) if per_face_alpha else None
+            alpha = self.masks.alpha(
+                size,
+                kps_crop,
+                occlusion,
+                self._crop_buffer(i, (size, size), spare) if per_face_alpha else None,
+            )
+            c1 = time.perf_counter()
+            if self.color.options.enabled:
+                key = self._face_ids[i] if i < len(self._face_ids) else None
+                self.color.correct(self.swapper.aligned_crop, crop, alpha, key, t0 if t is None else t)
+            c2 = time.perf_counter()
             if paste:
                 assert out_bgr is not None
-                self._paste.paste(out_bgr, crop, affine)
+                self._paste.paste(out_bgr, crop, affine, alpha)
             d = time.perf_counter()
             times.align_ms += (b - a) * 1e3
             times.swap_ms += (c - b) * 1e3
+            times.mask_ms += (c1 - c) * 1e3
+            times.color_ms += (c2 - c1) * 1e3
             if paste:
-                times.paste_ms += (d - c) * 1e3
+                times.paste_ms += (d - c2) * 1e3
             if self.enhance and self.enhancer is not None:
                 # The enhancer restores the swapped face: it reads the composited frame (CPU) or,
                 # without paste-back, the swapped crop pasted into a face-sized scratch frame.
                 source = (
                     out_bgr
                     if paste and out_bgr is not None
-                    else self._paste_scratch(frame_bgr, crop, affine, face.kps)
+                    else self._paste_scratch(frame_bgr, crop, affine, face.kps, alpha)
                 )
-                size = self.enhancer.size_px
+                esize = self.enhancer.size_px
+                swap_affine = affine
                 crop, affine = self.enhancer.enhance(
-                    source, face.kps, self.enhance_blend, out=self._crop_buffer(i, size, spare)
+                    source, face.kps, self.enhance_blend, out=self._crop_buffer(i, (esize, esize, 3), spare)
                 )
                 e = time.perf_counter()
+                if per_face_alpha:
+                    occ = (
+                        None
+                        if occlusion is None
+                        else self._occlusion_into(occlusion, swap_affine, affine, esize)
+                    )
+                    alpha = self.masks.alpha(
+                        esize,
+                        crop_keypoints(face.kps, affine),
+                        occ,
+                        self._crop_buffer(i, (esize, esize), spare),
+                    )
+                else:
+                    alpha = self.masks.alpha(esize, None)
+                e1 = time.perf_counter()
                 if paste:
                     assert out_bgr is not None
-                    self._paste.paste(out_bgr, crop, affine)
+                    self._paste.paste(out_bgr, crop, affine, alpha)
                 f = time.perf_counter()
                 times.enhance_ms += (e - d) * 1e3
+                times.mask_ms += (e1 - e) * 1e3
                 if paste:
-                    times.paste_ms += (f - e) * 1e3
-            result.append(SwappedFace(crop_bgr=crop, affine=affine, face=face))
+                    times.paste_ms += (f - e1) * 1e3
+            result.append(SwappedFace(crop_bgr=crop, affine=affine, face=face, alpha=alpha))
+        if self.color.options.enabled:
+            self.color.forget_except({k for k in self._face_ids if k is not None})
         times.faces = len(faces)
         times.total_ms = (time.perf_counter() - t0) * 1e3
         times.session_ms = sum(r.run_ms for r in self.runners) - session_before
@@ -494,13 +585,23 @@ class SwapPipeline:
         return result
 
     def _find_faces(self, frame_bgr: FrameBGR, t: float, times: StageTimes) -> list[Face]:
-        """This frame's faces to swap: detected (and tracked and smoothed), chosen by the policy."""
+        """This frame's faces to swap: detected (and tracked and smoothed), chosen by the policy.
+        Sets ``_face_ids``: each face's track id (None without tracking)."""
         if self.tracker is None:
-            faces = self.detector.detect(frame_bgr)
-            if self.face_policy != "all" and len(faces) > 1:
-                pseudo = [Track(i, f, f, 1, 0, 1) for i, f in enumerate(faces)]
-                faces = [tr.face for tr in select_faces(pseudo, self.face_policy, frame_bgr.shape, 1)]
-            return faces[: self.max_faces]
+            faces = self._untracked_faces(frame_bgr)
+            self._face_ids = [None] * len(faces)
+            return faces
+        return self._tracked_faces(frame_bgr, t, times)
+
+    def _untracked_faces(self, frame_bgr: FrameBGR) -> list[Face]:
+        faces = self.detector.detect(frame_bgr)
+        if self.face_policy != "all" and len(faces) > 1:
+            pseudo = [Track(i, f, f, 1, 0, 1) for i, f in enumerate(faces)]
+            faces = [tr.face for tr in select_faces(pseudo, self.face_policy, frame_bgr.shape, 1)]
+        return faces[: self.max_faces]
+
+    def _tracked_faces(self, frame_bgr: FrameBGR, t: float, times: StageTimes) -> list[Face]:
+        assert self.tracker is not None
         roi_det = self._roi_detector
         roi = roi_geometry(frame_bgr.shape, self.detector.det_size, roi_det.det_size) if roi_det else None
         before = sum(r.run_ms for r in self.runners)
@@ -520,28 +621,57 @@ class SwapPipeline:
         times.full_detection = self.detector.runner.runs != full_runs
         chosen = select_faces(tracks, self.face_policy, frame_bgr.shape, self.max_faces, self._chosen_ids)
         self._chosen_ids = [tr.id for tr in chosen]
+        self._face_ids = list(self._chosen_ids)
         # The tracker's own time: the detection call minus the time the detectors spent.
         times.track_ms = (time.perf_counter() - a) * 1e3 - (sum(r.run_ms for r in self.runners) - before)
         return [tr.face for tr in chosen]
 
-    def _crop_buffer(self, index: int, size_px: int, spare: list[FrameBGR] | None) -> FrameBGR:
-        """A (size_px, size_px, 3) buffer for face ``index``'s crop. With ``spare`` (the replaced
-        result's crops): one of them that fits, else a new array (the caller's slot then owns it);
-        without: this call's slot of the pipeline's ring."""
+    def _crop_buffer(
+        self, index: int, shape: tuple[int, ...], spare: list[NDArray[np.uint8]] | None
+    ) -> NDArray[np.uint8]:
+        """A uint8 buffer of ``shape`` for face ``index``'s crop ``(S, S, 3)`` or alpha ``(S, S)``.
+        With ``spare`` (the replaced result's crops and alphas): one of them that fits, else a new
+        array (the caller's slot then owns it); without: this call's slot of the pipeline's ring."""
         if spare is not None:
             for j, buf in enumerate(spare):
-                if buf.shape == (size_px, size_px, 3) and buf.flags.writeable and buf.flags.c_contiguous:
+                if buf.shape == shape and buf.flags.writeable and buf.flags.c_contiguous:
                     return spare.pop(j)
-            return np.zeros((size_px, size_px, 3), np.uint8)
+            return np.zeros(shape, np.uint8)
         ring = self._crop_ring[self._ring_pos]
-        found = ring.get((index, size_px))
+        key = (index, *shape)
+        found = ring.get(key)
         if found is None:
-            found = np.zeros((size_px, size_px, 3), np.uint8)
-            ring[(index, size_px)] = found
+            found = np.zeros(shape, np.uint8)
+            ring[key] = found
         return found
 
+    def _occlusion_into(
+        self, occlusion: NDArray[np.float32], swap_affine: Affine2x3, affine: Affine2x3, size_px: int
+    ) -> NDArray[np.float32]:
+        """The swap crop's occlusion mask warped into another crop of the same face (the enhancer's)."""
+        buf = self._occlusion_scratch.get(size_px)
+        if buf is None:
+            buf = self._occlusion_scratch[size_px] = np.zeros((size_px, size_px), np.float32)
+        to_frame = np.vstack([cv2.invertAffineTransform(swap_affine), [0.0, 0.0, 1.0]])
+        m = np.asarray(affine, np.float64) @ to_frame
+        cv2.warpAffine(
+            np.asarray(occlusion, np.float32),
+            m,
+            (size_px, size_px),
+            dst=buf,
+            flags=cv2.INTER_LINEAR,
+            borderMode=cv2.BORDER_CONSTANT,
+            borderValue=1.0,
+        )
+        return buf
+
     def _paste_scratch(
-        self, frame_bgr: FrameBGR, crop: FrameBGR, affine: NDArray[np.float64], kps: Landmarks5
+        self,
+        frame_bgr: FrameBGR,
+        crop: FrameBGR,
+        affine: NDArray[np.float64],
+        kps: Landmarks5,
+        alpha: NDArray[np.uint8] | None = None,
     ) -> FrameBGR:
         """The frame with ``crop`` pasted, for the enhancer when nothing is pasted into an output
         (the GPU composites). Only the enhancer's region is copied into the reused scratch frame."""
@@ -555,7 +685,7 @@ class SwapPipeline:
         if box is not None:
             x0, y0, x1, y1 = box
             scratch[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
-        self._paste.paste(scratch, crop, affine)
+        self._paste.paste(scratch, crop, affine, alpha)
         return scratch
 
 

@@ -48,11 +48,15 @@ class CapturedFrame:
 
 @dataclass
 class SwappedFace:
-    """A swapped face crop and the affine that maps frame pixels to crop pixels."""
+    """A swapped face crop, the affine that maps frame pixels to crop pixels, and the crop-space
+    alpha it is blended with (:mod:`kiosk.inference.mask`; None: the default feathered square)."""
 
     crop_bgr: FrameBGR
     affine: Affine2x3
     face: Face
+    #: (S, S) uint8, the crop's size: 255 = the swapped pixel, 0 = the visitor's. May be a shared
+    #: read-only array (the face-independent box mask) or a buffer reused like ``crop_bgr``.
+    alpha: NDArray[np.uint8] | None = None
 
 
 @dataclass

@@ -95,3 +95,28 @@ def test_kiosk_bench_command_json(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["setup"]["frame"] == "640x360" and data["setup"]["tracking"] is False
     assert data["stages_ms"]["total"]["p50"] > 0
+
+
+def test_bench_set_overrides_config_keys_and_reports_mask_and_colour(tmp_path: Path) -> None:
+    from kiosk.bench import apply_overrides
+    from kiosk.config import ConfigError
+
+    cfg, standin_detector = bench_config(None, tmp_path, 640, 360, tracking=False, max_faces=2)
+    cfg = apply_overrides(
+        _cpu(cfg), ["processing.color_correction=mean_std", "mask.shape=face", "mask.mouth=1.0"]
+    )
+    assert (
+        cfg.processing.color_correction == "mean_std" and cfg.mask.shape == "face" and cfg.mask.mouth == 1.0
+    )
+    frame = faces_frame(640, 360, white_squares=standin_detector)
+    r = run_bench(cfg, frame, frames=6, composite="gpu", camera_fps=60.0)
+    assert r.stages_ms["mask"]["p50"] > 0 and r.stages_ms["color"]["p50"] > 0
+    assert r.setup["mask"]["shape"] == "face" and r.setup["color_correction"] == "mean_std"
+    assert "colour correction mean_std" in format_report(r)
+    for bad, needle in (
+        ("mask.shape=round", "mask.shape"),
+        ("mask.size=3", "known key"),
+        ("nope.x=1", "unknown section"),
+    ):
+        with pytest.raises(ConfigError, match=needle):
+            apply_overrides(cfg, [bad])

@@ -48,6 +48,11 @@ class AlignedCropModel:
         self._blob = np.zeros((1, 3, self.size_px, self.size_px), np.float32)
         self._feed = self._blob if self._dtype == np.float32 else self._blob.astype(self._dtype)
 
+    @property
+    def aligned_crop(self) -> FrameBGR:
+        """The last aligned input crop (BGR uint8, ``size_px`` square); overwritten by the next call."""
+        return self._crop
+
     def _load_crop(
         self, frame_bgr: FrameBGR, kps: Landmarks5, *, rgb: bool, mean: float, std: float
     ) -> Affine2x3:

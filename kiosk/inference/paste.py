@@ -1,13 +1,13 @@
 """Paste-back: blend a face crop into the frame, in place, touching only the face's own region.
 
-The mask is a function of crop-space coordinates only (so the GL composite shader can compute the
-same thing per fragment)::
+The mask is the crop-space alpha of :mod:`kiosk.inference.mask` (uint8, the crop's size), the
+same array the GL composite shader samples. Without one, the default feathered square is used::
 
     edge_dist = min(u, v, size - u, size - v)          # u, v: crop pixel centres (x + 0.5, y + 0.5)
     alpha     = clamp((edge_dist - margin) * inv_feather, 0, 1)
     margin    = MASK_MARGIN_FRAC * size,  inv_feather = 1 / (MASK_FEATHER_FRAC * size)
 
-It is computed once per crop size and cached. For each face we warp the crop and its mask (one
+computed once per crop size and cached. For each face we warp the crop and its mask (one
 4-channel ``cv2.warpAffine``) into a buffer the size of the face's bounding box in the frame, then
 blend that box of the frame in place (one fused numba pass, no float temporaries). Inside the
 fully opaque part the result equals the warped crop exactly (as insightface's
@@ -24,10 +24,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.inference.kernels import blend_rgba
+from kiosk.inference.mask import MASK_FEATHER_FRAC, MASK_MARGIN_FRAC, MaskBuilder
 from kiosk.types import Affine2x3, FrameBGR
 
-MASK_MARGIN_FRAC = 0.02
-MASK_FEATHER_FRAC = 0.10
+#: cv2.mixChannels pairs: the crop's B, G, R into the first three channels of the RGBA buffer.
+_RGB_INTO_RGBA = [0, 0, 1, 1, 2, 2]
+
+__all__ = ["MASK_FEATHER_FRAC", "MASK_MARGIN_FRAC", "PasteBack", "face_region", "feather_mask"]
 
 
 def feather_mask(
@@ -63,14 +66,24 @@ class PasteBack:
 
     def __init__(self) -> None:
         self._rgba: dict[int, NDArray[np.uint8]] = {}
+        self._alpha_of: dict[int, NDArray[np.uint8] | None] = {}
+        self._default = MaskBuilder()
         self._warp = np.zeros((1, 1, 4), np.uint8)
 
-    def _crop_rgba(self, size_px: int) -> NDArray[np.uint8]:
+    def _crop_rgba(self, size_px: int, alpha: NDArray[np.uint8] | None) -> NDArray[np.uint8]:
         buf = self._rgba.get(size_px)
         if buf is None:
             buf = np.zeros((size_px, size_px, 4), np.uint8)
-            buf[:, :, 3] = np.rint(feather_mask(size_px) * 255.0).astype(np.uint8)
             self._rgba[size_px] = buf
+            self._alpha_of[size_px] = None
+        if alpha is None:
+            alpha = self._default.static_alpha(size_px)
+        # The cached (read-only) static alpha is copied in once; a per-face alpha every time.
+        if alpha is not self._alpha_of[size_px] or alpha.flags.writeable:
+            if alpha.shape != (size_px, size_px):
+                raise ValueError(f"alpha {alpha.shape} does not match the {size_px} px crop")
+            buf[:, :, 3] = alpha
+            self._alpha_of[size_px] = alpha
         return buf
 
     def _scratch(self, h: int, w: int) -> NDArray[np.uint8]:
@@ -81,18 +94,23 @@ class PasteBack:
         return self._warp.reshape(-1)[: h * w * 4].reshape(h, w, 4)
 
     def paste(
-        self, frame_bgr: FrameBGR, crop_bgr: FrameBGR, affine: Affine2x3
+        self,
+        frame_bgr: FrameBGR,
+        crop_bgr: FrameBGR,
+        affine: Affine2x3,
+        alpha: NDArray[np.uint8] | None = None,
     ) -> tuple[int, int, int, int] | None:
-        """Blend ``crop_bgr`` (square) into ``frame_bgr`` in place; ``affine`` maps frame→crop.
-        Returns the frame box that was touched, or None if the face lies outside the frame."""
+        """Blend ``crop_bgr`` (square) into ``frame_bgr`` in place; ``affine`` maps frame→crop,
+        ``alpha`` (crop-sized uint8, :mod:`kiosk.inference.mask`) is the mask, default the feathered
+        square. Returns the frame box that was touched, or None if the face lies outside the frame."""
         size_px = crop_bgr.shape[0]
         box = face_region(affine, size_px, frame_bgr.shape[:2])
         if box is None:
             return None
         x0, y0, x1, y1 = box
         w, h = x1 - x0, y1 - y0
-        rgba = self._crop_rgba(size_px)
-        rgba[:, :, :3] = crop_bgr
+        rgba = self._crop_rgba(size_px, alpha)
+        cv2.mixChannels([crop_bgr], [rgba], _RGB_INTO_RGBA)  # faster than rgba[:, :, :3] = crop
         inv = cv2.invertAffineTransform(affine)
         inv[0, 2] -= x0
         inv[1, 2] -= y0

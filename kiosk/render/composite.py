@@ -1,12 +1,13 @@
 """Face crops for the GPU paste-back in ``shaders/frame.frag``.
 
-The processing thread publishes, per face, the swapped (or enhanced) crop and its 2x3
-frame→crop affine (:class:`~kiosk.types.SwappedFace`). Here the crops go into one 2D texture
-array (one layer per face, each crop at its layer's top-left, BGR bytes read as RGB by the
-swizzle) and the affines into uniform arrays; the frame shader maps each frame pixel into every
-crop, samples it and blends it with the same feathered crop-space mask as
-:mod:`kiosk.inference.paste`, whose constants it is given. The array grows (layers, side) only
-when a result needs more than it has, so a steady stream of results reuses one texture.
+The processing thread publishes, per face, the swapped (or enhanced) crop, its 2x3 frame→crop
+affine and its crop-space alpha (:class:`~kiosk.types.SwappedFace`, alpha from
+:mod:`kiosk.inference.mask`; None: the default feathered square). Here crop and alpha go into one
+RGBA 2D texture array (one layer per face, each crop at its layer's top-left, BGR bytes read as
+RGB by the swizzle, the mask in alpha) and the affines into uniform arrays; the frame shader maps
+each frame pixel into every crop, samples colour and alpha there (bilinear, as the CPU
+paste-back's ``cv2.warpAffine`` of the same RGBA crop) and blends. The array grows (layers, side)
+only when a result needs more than it has, so a steady stream of results reuses one texture.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+import cv2
 import moderngl
 import numpy as np
+from numpy.typing import NDArray
 
-from kiosk.inference.paste import MASK_FEATHER_FRAC, MASK_MARGIN_FRAC
+from kiosk.inference.mask import MaskBuilder
 from kiosk.render.shaders import uniform
 from kiosk.types import SwappedFace
 
@@ -27,6 +30,8 @@ log = logging.getLogger(__name__)
 MAX_FACES = 32
 #: Texture unit of the crop array (the frame is on unit 0).
 CROPS_UNIT = 1
+#: cv2.mixChannels pairs: crop B, G, R and the alpha into one RGBA layer.
+_INTERLEAVE = [0, 0, 1, 1, 2, 2, 3, 3]
 
 
 class FaceCrops:
@@ -35,7 +40,6 @@ class FaceCrops:
     def __init__(self, ctx: moderngl.Context, program: moderngl.Program) -> None:
         self._ctx = ctx
         uniform(program, "u_crops").value = CROPS_UNIT
-        uniform(program, "u_mask_fracs").value = (MASK_MARGIN_FRAC, MASK_FEATHER_FRAC)
         self._u_count = uniform(program, "u_face_count")
         self._u_layer_size = uniform(program, "u_crop_layer_size")
         self._u_affine_x = uniform(program, "u_affine_x")
@@ -45,6 +49,8 @@ class FaceCrops:
         self._affine_x = np.zeros((MAX_FACES, 3), np.float32)
         self._affine_y = np.zeros((MAX_FACES, 3), np.float32)
         self._sizes = np.ones(MAX_FACES, np.float32)
+        self._default_mask = MaskBuilder()
+        self._rgba: dict[int, NDArray[np.uint8]] = {}
         self.count = 0
         #: How many crop texture arrays were created (only when more layers or a larger side are needed).
         self.textures_created = 0
@@ -77,6 +83,10 @@ class FaceCrops:
                 raise ValueError(f"expected a square (S, S, 3) uint8 BGR crop, got {crop.shape} {crop.dtype}")
             if np.shape(f.affine) != (2, 3):
                 raise ValueError(f"expected a 2x3 frame→crop affine, got shape {np.shape(f.affine)}")
+            if f.alpha is not None and (f.alpha.shape != crop.shape[:2] or f.alpha.dtype != np.uint8):
+                raise ValueError(
+                    f"expected a {crop.shape[:2]} uint8 alpha, got {f.alpha.shape} {f.alpha.dtype}"
+                )
             side = max(side, crop.shape[0])
         self.count = len(faces)
         if not faces:
@@ -84,7 +94,12 @@ class FaceCrops:
         tex = self._ensure(side, len(faces))
         for i, f in enumerate(faces):
             s = f.crop_bgr.shape[0]
-            tex.write(np.ascontiguousarray(f.crop_bgr), viewport=(0, 0, i, s, s, 1), alignment=1)
+            rgba = self._rgba.get(s)
+            if rgba is None:
+                rgba = self._rgba[s] = np.zeros((s, s, 4), np.uint8)
+            alpha = self._default_mask.static_alpha(s) if f.alpha is None else f.alpha
+            cv2.mixChannels([f.crop_bgr, alpha], [rgba], _INTERLEAVE)  # 5x faster than two slices
+            tex.write(rgba, viewport=(0, 0, i, s, s, 1), alignment=1)
             a = np.asarray(f.affine, dtype=np.float64)
             self._affine_x[i] = a[0]
             self._affine_y[i] = a[1]
@@ -99,8 +114,8 @@ class FaceCrops:
             side, layers = max(side, w), max(layers, n)
             tex.release()
         layers = min(MAX_FACES, 1 << (layers - 1).bit_length())  # room to grow: 1, 2, 4, ...
-        tex = self._ctx.texture_array((side, side, layers), 3, dtype="f1", alignment=1)
-        tex.swizzle = "BGR1"
+        tex = self._ctx.texture_array((side, side, layers), 4, dtype="f1", alignment=1)
+        tex.swizzle = "BGRA"
         tex.filter = (moderngl.LINEAR, moderngl.LINEAR)
         tex.repeat_x = tex.repeat_y = False
         self._texture = tex

@@ -83,9 +83,9 @@ class Renderer:
     def set_frame(self, frame_bgr: FrameBGR, faces: Sequence[SwappedFace] | None = None) -> None:
         """Upload a new frame; it stays on screen until the next call.
 
-        ``faces``: swapped crops with their frame→crop affines, pasted back over the frame by the
-        frame shader (the same feathered mask as :mod:`kiosk.inference.paste`); None or empty
-        shows the frame as it is.
+        ``faces``: swapped crops with their frame→crop affines and crop-space alphas, pasted back
+        over the frame by the frame shader (the same mask as :mod:`kiosk.inference.paste` draws);
+        None or empty shows the frame as it is.
         """
         if frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3 or frame_bgr.dtype != np.uint8:
             raise ValueError(f"expected a (H, W, 3) uint8 BGR frame, got {frame_bgr.shape} {frame_bgr.dtype}")

@@ -1,0 +1,74 @@
+"""A real face (the NASA astronaut photo) found by the real det_500m, swapped by the stand-in swapper
+(a strong tint of the visitor's own face), with any mask / colour options. Import with
+``from mask_fixtures import *  # noqa: F403``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from inference_fixtures import make_cfg
+
+from kiosk.config import KioskConfig
+from kiosk.inference.mask import nose_mouth_px
+from kiosk.pipeline import SwapPipeline, read_image
+from kiosk.types import Face
+
+__all__ = ["ASTRONAUT", "astronaut", "face_regions", "mask_cfg", "mask_pipe"]
+
+ASTRONAUT = Path(__file__).resolve().parents[1] / "docs" / "img" / "astronaut_eileen_collins_nasa.png"
+
+
+@pytest.fixture(scope="session")
+def astronaut() -> np.ndarray:
+    return read_image(ASTRONAUT)
+
+
+def mask_cfg(
+    standin_dir: Path, det: Path, processing: dict[str, Any] | None = None, **mask: Any
+) -> KioskConfig:
+    cfg = make_cfg(standin_dir, detector=str(det), enhancer="GFPGANv1.4.onnx")
+    proc = cfg.processing.model_copy(update={"max_faces": 1, **(processing or {})})
+    return KioskConfig.model_validate(
+        {
+            **cfg.model_dump(exclude={"base_dir"}),
+            "processing": proc.model_dump(),
+            "mask": mask,
+            "base_dir": cfg.base_dir,
+        }
+    )
+
+
+def mask_pipe(
+    standin_dir: Path, det: Path, source: np.ndarray, processing: dict[str, Any] | None = None, **mask: Any
+) -> SwapPipeline:
+    pipe = SwapPipeline.from_config(mask_cfg(standin_dir, det, processing, **mask))
+    pipe.set_source(source)
+    return pipe
+
+
+def _box(cx: float, cy: float, hw: float, hh: float) -> tuple[slice, slice]:
+    return slice(int(round(cy - hh)), int(round(cy + hh)) + 1), slice(
+        int(round(cx - hw)), int(round(cx + hw)) + 1
+    )
+
+
+def face_regions(face: Face) -> dict[str, tuple[slice, slice]]:
+    """Frame regions of a face from its keypoints: each eye, the nose, the mouth (inside the lips)
+    and the central face (eyes to mouth)."""
+    k = face.kps.astype(np.float64)
+    eye_d = float(np.hypot(*(k[1] - k[0])))
+    mouth_w = float(np.hypot(*(k[4] - k[3])))
+    mouth = (k[3] + k[4]) / 2
+    nose_mouth = nose_mouth_px(k)
+    return {
+        "left_eye": _box(*k[0], 0.15 * eye_d, 0.1 * eye_d),
+        "right_eye": _box(*k[1], 0.15 * eye_d, 0.1 * eye_d),
+        "nose": _box(*k[2], 0.12 * eye_d, 0.1 * eye_d),
+        "mouth": _box(mouth[0], mouth[1] + 0.1 * nose_mouth, 0.3 * mouth_w, 0.3 * nose_mouth),
+        "central": _box(
+            (k[0, 0] + k[1, 0]) / 2, (k[0, 1] + mouth[1]) / 2, 0.5 * eye_d, 0.5 * (mouth[1] - k[0, 1])
+        ),
+    }
