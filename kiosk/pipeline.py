@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig, ProcessingConfig
-from kiosk.inference.align import align_matrix
+from kiosk.inference.align import align_matrix, arcface_template
 from kiosk.inference.detector import FaceDetector, make_detector
 from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.enhancer import GfpganEnhancer
@@ -58,11 +58,14 @@ __all__ = [
 
 def model_paths(cfg: KioskConfig) -> dict[Role, Path | None]:
     """Resolved file of each role. A bare file name lives in ``models.dir``; a value with a folder
-    part is a path relative to the config file. ``None``: role disabled (enhancer: null)."""
+    part is a path relative to the config file. ``None``: role disabled (enhancer: null; the
+    parser unless ``mask.occlusion``)."""
     out: dict[Role, Path | None] = {}
     models_dir = cfg.resolve(cfg.models.dir)
     for role in ROLES:
         value = getattr(cfg.models, role)
+        if role == "parser" and not cfg.mask.occlusion:
+            value = None  # the face parser is needed (and fetched) only for the occlusion mask
         if value is None:
             out[role] = None
             continue
@@ -187,6 +190,7 @@ class SwapPipeline:
         gpu_requested: str | None = None,
         tracking: TrackingOptions | None = None,
         face_policy: Policy = "all",
+        swap_resolution: int = 128,
     ) -> None:
         self.detector = detector
         self.embedder = embedder
@@ -197,6 +201,8 @@ class SwapPipeline:
         self.enhance_blend = float(enhance_blend)
         self.gpu_requested = gpu_requested
         self.face_policy: Policy = face_policy
+        #: Size of the swapped crop: 128, or 256/512 (k² sub-pixel shifted swapper runs per face).
+        self.swap_resolution = int(swap_resolution)
         self.times = StageTimes()
         self._paste = PasteBack()
         self.tracker: FaceTracker | None = None
@@ -255,6 +261,7 @@ class SwapPipeline:
             gpu_requested=gpu,
             tracking=TrackingOptions.from_config(proc) if proc.tracking else None,
             face_policy=proc.face_policy,
+            swap_resolution=proc.swap_resolution,
         )
         if prov_cfg.warmup:
             pipe.warm_up()
@@ -308,6 +315,13 @@ class SwapPipeline:
                 out[name] = (time.perf_counter() - a) * 1e3
         out["embedder"] = self.embedder.warm_up()
         out["swapper"] = self.swapper.warm_up()
+        if self.swap_resolution != self.swapper.size_px:
+            a = time.perf_counter()
+            zeros = np.zeros((self.swap_resolution, self.swap_resolution, 3), np.uint8)
+            kps = arcface_template(self.swapper.size_px)  # any non-degenerate five points
+            self.swapper.align_tiles(zeros, kps, self.swap_resolution)
+            self.swapper.infer_tiles(np.zeros((1, 512), np.float32))
+            out["swapper_tiles"] = (time.perf_counter() - a) * 1e3
         if self.enhancer is not None:
             out["enhancer"] = self.enhancer.warm_up()
         a = time.perf_counter()
@@ -453,9 +467,15 @@ class SwapPipeline:
         result: list[SwappedFace] = []
         for i, face in enumerate(faces):
             a = time.perf_counter()
-            affine = self.swapper.align(frame_bgr, face.kps)
-            b = time.perf_counter()
-            crop = self.swapper.to_bgr(self.swapper.infer(self._latent), self._crop_buffer(i, 128, spare))
+            res = self.swap_resolution
+            if res == self.swapper.size_px:
+                affine = self.swapper.align(frame_bgr, face.kps)
+                b = time.perf_counter()
+                crop = self.swapper.to_bgr(self.swapper.infer(self._latent), self._crop_buffer(i, res, spare))
+            else:
+                affine = self.swapper.align_tiles(frame_bgr, face.kps, res)
+                b = time.perf_counter()
+                crop = self.swapper.infer_tiles(self._latent, self._crop_buffer(i, res, spare))
             c = time.perf_counter()
             if paste:
                 assert out_bgr is not None
