@@ -26,7 +26,7 @@ from onnx import numpy_helper
 from kiosk.inference.align import align_matrix, warp_crop
 from kiosk.inference.crop_model import AlignedCropModel
 from kiosk.inference.errors import ModelCorruptError, ModelSignatureError
-from kiosk.inference.kernels import hwc_to_planar, planar_to_bgr
+from kiosk.inference.kernels import crop_to_tiles, planar_to_bgr, tiles_to_bgr
 from kiosk.inference.specs import ModelSpec
 from kiosk.types import Affine2x3, Embedding, FrameBGR, Landmarks5
 
@@ -124,9 +124,8 @@ class InSwapper(AlignedCropModel):
         t = self._tile_buffers(size_px)
         m = align_matrix(kps, self.spec.template or self.default_template, size_px)
         warp_crop(frame_bgr, m, size_px, out=t.crop)
-        hwc_to_planar(t.crop, t.planes, rgb=True, mean=0.0, std=self.spec.std)
-        # planes[c, y*k + i, x*k + j] → tile (i, j) [c, y, x], in tile-major order i*k + j.
-        np.copyto(t.tiles_view, t.planes_as_tiles)
+        # crop[y*k + i, x*k + j] → tile i*k + j [c, y, x], RGB, x/255: one pass.
+        crop_to_tiles(t.crop, t.tiles, t.k, mean=0.0, std=self.spec.std)
         if t.feed is not t.tiles:
             np.copyto(t.feed, t.tiles, casting="same_kind")
         return m
@@ -148,10 +147,10 @@ class InSwapper(AlignedCropModel):
             for i in range(n):
                 np.copyto(self._feed[0], t.feed[i], casting="same_kind")
                 np.copyto(t.out_tiles[i], self.infer(latent)[0], casting="same_kind")
-        np.copyto(t.out_planes_as_tiles, t.out_tiles_view)
         if out_bgr is None:
             out_bgr = np.empty((t.size_px, t.size_px, 3), np.uint8)
-        return planar_to_bgr(t.out_planes, out_bgr, add=0.0, mul=255.0)
+        # tile i*k + j [c, y, x] → out[y*k + i, x*k + j], BGR, insightface's clip and truncate.
+        return tiles_to_bgr(t.out_tiles, out_bgr, t.k, mul=255.0)
 
     def swap_at(
         self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32], size_px: int
@@ -187,21 +186,14 @@ class InSwapper(AlignedCropModel):
 
 
 class _Tiles:
-    """Reused buffers of one swap resolution: the big crop, its planes, the k² tiles in and out."""
+    """Reused buffers of one swap resolution: the big crop and the k² tiles in and out."""
 
     def __init__(self, size_px: int, k: int, base: int, dtype: type, batchable: bool) -> None:
         self.size_px, self.k, self.batchable = size_px, k, batchable
         n = k * k
         self.crop = np.zeros((size_px, size_px, 3), np.uint8)
-        self.planes = np.zeros((3, size_px, size_px), np.float32)
         self.tiles = np.zeros((n, 3, base, base), np.float32)
         self.feed = self.tiles if dtype == np.float32 else self.tiles.astype(dtype)
         self.latents: NDArray[Any] = np.zeros((n, 512), dtype)
         self.latent_of: NDArray[np.float32] | None = None
         self.out_tiles = np.zeros((n, 3, base, base), np.float32)
-        self.out_planes = np.zeros((3, size_px, size_px), np.float32)
-        # planes (c, y*k+i, x*k+j) viewed as (i, j, c, y, x), and tiles (i*k+j, c, y, x) as (i, j, c, y, x).
-        self.planes_as_tiles = self.planes.reshape(3, base, k, base, k).transpose(2, 4, 0, 1, 3)
-        self.tiles_view = self.tiles.reshape(k, k, 3, base, base)
-        self.out_planes_as_tiles = self.out_planes.reshape(3, base, k, base, k).transpose(2, 4, 0, 1, 3)
-        self.out_tiles_view = self.out_tiles.reshape(k, k, 3, base, base)
