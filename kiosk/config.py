@@ -150,7 +150,7 @@ class ModelsConfig(_Section):
     parser: str = Field(
         "bisenet_resnet_34.onnx",
         description="Face parsing model (BiSeNet, 19 CelebAMask-HQ classes) for mask.occlusion; "
-        "bisenet_resnet_18.onnx is about half the cost. Fetched only when mask.occlusion is on.",
+        "bisenet_resnet_18.onnx is ~0.6x the compute. Fetched only when mask.occlusion is on.",
     )
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)  # type: ignore[arg-type]
 
