@@ -33,6 +33,7 @@ from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.enhancer import GfpganEnhancer
 from kiosk.inference.errors import ImageError, ModelError, NoFaceError
 from kiosk.inference.kernels import warm_up as warm_up_kernels
+from kiosk.inference.parser import FaceParser
 from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
@@ -51,6 +52,7 @@ __all__ = [
     "build_processor",
     "model_paths",
     "open_detector",
+    "open_parser",
     "missing_models",
     "read_image",
 ]
@@ -116,6 +118,19 @@ def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetecto
         proc.max_faces if max_faces is None else max_faces,
         iobinding=prov.iobinding,
         device_id=prov.device_id,
+    )
+
+
+def open_parser(cfg: KioskConfig) -> FaceParser | None:
+    """The occlusion face parser (``models.parser``) when ``mask.occlusion`` is on, else None.
+    Raises :class:`ModelError` (missing, corrupt, wrong signature) naming the file and the fix."""
+    p = model_paths(cfg)["parser"]
+    if p is None:
+        return None
+    prov = cfg.models.providers
+    session, used = create_session(p, prov, base_dir=cfg.base_dir)
+    return FaceParser(
+        session, spec_for_file("parser", p), p, used, iobinding=prov.iobinding, device_id=prov.device_id
     )
 
 

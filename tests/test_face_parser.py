@@ -23,7 +23,7 @@ from kiosk.inference.errors import ModelSignatureError
 from kiosk.inference.parser import FACE_CLASSES, FaceParser
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import BISENET_RESNET_18, BISENET_RESNET_34, spec_for_file
-from kiosk.pipeline import missing_models, model_paths
+from kiosk.pipeline import missing_models, model_paths, open_parser
 from kiosk.types import Face
 
 PALETTE = standins.PARSER_PALETTE_RGB
@@ -194,3 +194,11 @@ def test_models_verify_flags_a_parser_whose_hash_differs(
     captured = capsys.readouterr()
     assert "bisenet_resnet_34.onnx: CORRUPT" in captured.out
     assert "bisenet_resnet_34.onnx (CORRUPT" in captured.err
+
+
+def test_open_parser_follows_mask_occlusion(tmp_path: Path) -> None:
+    standins.make_parser(tmp_path / "bisenet_resnet_34.onnx")
+    base = {"models": {"dir": str(tmp_path), "providers": {"order": ["cpu"]}}, "base_dir": tmp_path}
+    assert open_parser(KioskConfig.model_validate(base)) is None
+    parser = open_parser(KioskConfig.model_validate({**base, "mask": {"occlusion": True}}))
+    assert isinstance(parser, FaceParser) and parser.spec is BISENET_RESNET_34
