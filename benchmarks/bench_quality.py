@@ -201,12 +201,51 @@ def bench_resolution(folder: Path, cpu: ProvidersConfig, repeat: int) -> None:
         )
 
 
+def write_picture(out: Path, cpu: ProvidersConfig) -> None:
+    """README picture: the NASA portrait scaled 4x (a big face), swapped by a stand-in swapper whose
+    output is its input, pasted from a 128 crop (left) and from a 512 crop (right): what each crop
+    size can carry to the screen. Needs ../shared (det_500m and the photo)."""
+    import cv2
+
+    from kiosk.inference.detector import make_detector
+    from kiosk.inference.paste import PasteBack
+
+    shared = Path(__file__).resolve().parents[1].parent / "shared"
+    img = cv2.imread(str(shared / "media" / "astronaut_eileen_collins_nasa.png"))
+    det_path = shared / "models" / "det_500m.onnx"
+    session, used = create_session(det_path, cpu)
+    face = make_detector(session, spec_for_file("detector", det_path), det_path, used, 640, 0.5, 1).detect(
+        img
+    )[0]
+    big = cv2.resize(img, None, fx=4, fy=4, interpolation=cv2.INTER_LANCZOS4)
+    kps, box = (face.kps * 4).astype(np.float32), (face.box_xyxy * 4).astype(int)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = standins.make_identity_swapper(Path(tmp) / "inswapper_128.onnx")
+        session, used = create_session(path, cpu)
+        sw = InSwapper(session, spec_for_file("swapper", path), path, used)
+        latent = sw.latent(np.full(512, 1 / np.sqrt(512), np.float32))
+        panels = []
+        for size in (128, 512):
+            crop, m = sw.swap_at(big, kps, latent, size)
+            frame = big.copy()
+            PasteBack().paste(frame, crop, m)
+            x0, y0, x1, y1 = box
+            panel = frame[y0:y1, x0:x1]
+            panels.append(cv2.resize(panel, (400, round(400 * panel.shape[0] / panel.shape[1]))))
+    cv2.imwrite(str(out), np.hstack(panels), [cv2.IMWRITE_JPEG_QUALITY, 90])
+    print(f"{out}: 128 px crop (left) vs 512 px crop (right)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--threads", type=int, default=1, help="ONNX Runtime intra-op threads")
+    ap.add_argument("--picture", type=Path, help="only write the 128-vs-512 README picture (JPEG) here")
     args = ap.parse_args()
     cpu = ProvidersConfig.model_validate({"order": ["cpu"], "intra_op_threads": args.threads})
+    if args.picture:
+        write_picture(args.picture, cpu)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         bench_resolution(folder, cpu, args.repeat)
