@@ -112,3 +112,17 @@ def test_pipeline_uses_gpen_and_enhance_blend(
         results[blend] = [f.crop_bgr.copy() for f in faces]
         assert pipe.times.enhance_ms > 0
     assert any(not np.array_equal(a, b) for a, b in zip(results[0.0], results[1.0], strict=True))
+
+
+def test_fetch_finds_a_model_under_the_name_the_config_uses(tmp_path: Path) -> None:
+    from dataclasses import replace
+    from hashlib import sha256
+
+    from kiosk.inference.fetch import fetch_model
+
+    usb = tmp_path / "usb"
+    src = standins.make_gpen(usb / "gpen_bfr_256.onnx", 256)  # FaceFusion's name for the file
+    spec = replace(GPEN_BFR_256, sha256=sha256(src.read_bytes()).hexdigest(), also_sha256=())
+    dest = tmp_path / "models" / "gpen_bfr_256.onnx"
+    assert fetch_model(spec, dest, source=str(usb), show_progress=False) == "fetched"
+    assert dest.read_bytes() == src.read_bytes()
