@@ -302,8 +302,8 @@ GFPGAN_1_4 = ModelSpec(
 _FACEFUSION_ASSETS = "https://github.com/facefusion/facefusion-assets/releases/download/"
 _HF_FACEFUSION = "https://huggingface.co/facefusion/"
 _GPEN_LICENCE = (
-    "NON-COMMERCIAL: yangxy/GPEN publishes the weights without a licence and took its best model "
-    "down over commercial issues; FaceFusion and the ONNX mirrors list them as non-commercial use only"
+    "NON-COMMERCIAL (yangxy/GPEN weights carry no licence; FaceFusion and the ONNX mirrors list them "
+    "as non-commercial use only)"
 )
 
 
