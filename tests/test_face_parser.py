@@ -97,6 +97,14 @@ def test_mask_follows_the_face_alignment(parser: FaceParser) -> None:
     assert float(mask[skin].min()) > 0.999
 
 
+def test_mask_sizes_are_swapper_crop_sizes(parser: FaceParser) -> None:
+    frame, face = _scene()
+    for bad in (0, 100, 112, 896):
+        with pytest.raises(ValueError, match="size_px"):
+            parser.face_mask(frame, face, bad)
+    np.testing.assert_allclose(parser.crop_matrix(face, 256), align_matrix(KPS, "arcface_128", 256))
+
+
 def test_face_classes_are_the_swapped_parts() -> None:
     # skin, brows, eyes, glasses, nose, inner mouth, lips; not background, ears, neck, cloth, hair, hat.
     assert FACE_CLASSES == (1, 2, 3, 4, 5, 6, 10, 11, 12, 13)

@@ -112,6 +112,8 @@ class FaceParser(AlignedCropModel):
         pixel is face, 0 on an occluder, background, hair or hat. The edge is a linear ramp
         ``EDGE_RAMP_128`` px of a 128 crop wide (scaled with the crop) lying inside the face, so
         no pixel of an occluder is covered and the edge does not alias. A new array."""
+        if size_px <= 0 or size_px % 128 or size_px % 112 == 0:
+            raise ValueError(f"face_mask: size_px must be a swapper crop size (128, 256, 512), got {size_px}")
         hard = self.face_mask_512(frame_bgr, face)
         s = self.size_px
         # Distance (px of the 512 crop) from each face pixel to the nearest non-face pixel; 0 on
