@@ -7,6 +7,7 @@ signature check, the spec, and `kiosk models fetch|verify` fetching the parser o
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import cv2
@@ -149,13 +150,25 @@ def test_parser_specs() -> None:
 
 
 def _cfg(tmp_path: Path, models: Path, occlusion: bool, parser_file: str = "bisenet_resnet_34.onnx") -> Path:
+    """A config whose other models have names the kiosk does not know (so no published hash: they
+    verify as "unverified", which is not a failure), no enhancer, and the given parser."""
     p = tmp_path / "kiosk.yaml"
     p.write_text(
-        f"models:\n  dir: {models}\n  parser: {parser_file}\n  providers: {{order: [cpu]}}\n"
-        f"mask:\n  occlusion: {'true' if occlusion else 'false'}\n",
+        f"models:\n  dir: {models}\n  detector: my_det.onnx\n  embedder: my_emb.onnx\n"
+        f"  swapper: my_swap.onnx\n  enhancer: null\n  parser: {parser_file}\n"
+        f"  providers: {{order: [cpu]}}\nmask:\n  occlusion: {'true' if occlusion else 'false'}\n",
         encoding="utf-8",
     )
     return p
+
+
+def _mirror(tmp_path: Path, standin_dir: Path) -> Path:
+    mirror = tmp_path / "usb"
+    mirror.mkdir()
+    for name, src in (("my_det", "det_10g"), ("my_emb", "w600k_r50"), ("my_swap", "inswapper_128")):
+        shutil.copy(standin_dir / f"{src}.onnx", mirror / f"{name}.onnx")
+    standins.make_parser(mirror / "my_parser.onnx")  # unknown name: no published hash
+    return mirror
 
 
 def test_parser_is_needed_only_for_occlusion(tmp_path: Path) -> None:
@@ -172,24 +185,24 @@ def test_parser_is_needed_only_for_occlusion(tmp_path: Path) -> None:
 def test_models_fetch_takes_the_parser_only_with_occlusion(
     tmp_path: Path, standin_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    mirror = tmp_path / "usb"
-    mirror.mkdir()
-    parser_file = standins.make_parser(mirror / "my_parser.onnx")  # unknown name: no published hash
+    mirror = _mirror(tmp_path, standin_dir)
     models = tmp_path / "models"
-    assert main(["models", "fetch", "--config", str(_cfg(tmp_path, models, False, "my_parser.onnx")),
-                 "--from", str(mirror), "--quiet"]) == 1  # fmt: skip
-    assert not (models / "my_parser.onnx").exists()
-    capsys.readouterr()
+    off = _cfg(tmp_path, models, False, "my_parser.onnx")
+    assert main(["models", "fetch", "--config", str(off), "--from", str(mirror), "--quiet"]) == 0
+    assert sorted(p.name for p in models.iterdir()) == ["my_det.onnx", "my_emb.onnx", "my_swap.onnx"]
+    assert main(["models", "verify", "--config", str(off)]) == 0
+    assert "parser" not in capsys.readouterr().out
+
     on = _cfg(tmp_path, models, True, "my_parser.onnx")
-    main(["models", "fetch", "--config", str(on), "--from", str(mirror), "--quiet"])
+    assert main(["models", "verify", "--config", str(on)]) == 1
+    assert "my_parser.onnx (missing)" in capsys.readouterr().err
+    assert main(["models", "fetch", "--config", str(on), "--from", str(mirror), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert (models / "my_parser.onnx").read_bytes() == parser_file.read_bytes()
+    assert (models / "my_parser.onnx").read_bytes() == (mirror / "my_parser.onnx").read_bytes()
     assert "parser" in out and "fetched (unverified" in out
-    # verify: the parser without a published hash is "unverified", not a failure.
-    main(["models", "verify", "--config", str(on)])
-    out = capsys.readouterr().out
-    assert "my_parser.onnx: unverified (no published sha256)" in out
-    assert "my_parser.onnx" not in capsys.readouterr().err
+    # The parser without a published hash is "unverified", not a failure.
+    assert main(["models", "verify", "--config", str(on)]) == 0
+    assert "my_parser.onnx: unverified (no published sha256)" in capsys.readouterr().out
 
 
 def test_models_verify_flags_a_parser_whose_hash_differs(
