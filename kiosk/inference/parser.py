@@ -7,7 +7,8 @@ The model is BiSeNet trained on CelebAMask-HQ (19 classes, ``bisenet_resnet_34.o
 space mask for a swapper crop of any size: 1 on face, 0 on everything else, with a soft edge that
 lies inside the face (an occluder's edge never gets swapped skin painted over it).
 
-Which classes count as face (CelebAMask-HQ ids): 1 skin, 2/3 brows, 4/5 eyes, 6 glasses, 10 nose,
+Which classes count as face (CelebAMask-HQ ids in the order of yakhyo/face-parsing's
+``utils/prepare_labels.py``, background 0; the same ids as FaceFusion's region set): 1 skin, 2/3 brows, 4/5 eyes, 6 glasses, 10 nose,
 11 inner mouth, 12/13 lips: what the swapper replaces. Glasses count as face because they sit over
 the eyes: masking them out would show the visitor's own eyes through the lenses of the swapped
 face (the swapper redraws glasses itself). Not face: 0 background (where a hand or an object in
