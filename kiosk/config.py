@@ -143,7 +143,16 @@ class ModelsConfig(_Section):
     detector: str = Field("det_10g.onnx", description="Face detector (SCRFD/RetinaFace/YuNet) file or path.")
     embedder: str = Field("w600k_r50.onnx", description="ArcFace embedder file or path.")
     swapper: str = Field("inswapper_128.onnx", description="InSwapper file or path.")
-    enhancer: str | None = Field("GFPGANv1.4.onnx", description="GFPGAN file or path; null disables it.")
+    enhancer: str | None = Field(
+        "GFPGANv1.4.onnx",
+        description="Enhancer file or path: GFPGANv1.4.onnx, or GPEN-BFR-256.onnx / GPEN-BFR-512.onnx "
+        "(faster, non-commercial weights); null disables it.",
+    )
+    parser: str = Field(
+        "bisenet_resnet_34.onnx",
+        description="Face parsing model (BiSeNet, 19 CelebAMask-HQ classes) for mask.occlusion; "
+        "bisenet_resnet_18.onnx is ~0.6x the compute. Fetched only when mask.occlusion is on.",
+    )
     providers: ProvidersConfig = Field(default_factory=ProvidersConfig)  # type: ignore[arg-type]
 
 
@@ -156,7 +165,18 @@ class ProcessingConfig(_Section):
     det_threshold: float = Field(0.5, ge=0.05, le=0.99, description="Minimum face score.")
     max_faces: int = Field(4, ge=1, le=32, description="Most faces swapped per frame.")
     enhance: bool = Field(False, description="Restore swapped faces with GFPGAN.")
-    enhance_blend: float = Field(1.0, ge=0.0, le=1.0, description="Strength of the enhancer (0..1).")
+    enhance_blend: float = Field(
+        1.0,
+        ge=0.0,
+        le=1.0,
+        description="Strength of the enhancer: the enhanced crop blended over the swapped one (0..1).",
+    )
+    swap_resolution: Literal[128, 256, 512] = Field(
+        128,
+        description="Swapped face crop size: 256/512 run the 128 px swapper on 2x2/4x4 sub-pixel "
+        "shifted samplings of a 256/512 aligned face and interleave the outputs (4x/16x the swapper's "
+        "cost), so a big face on a big screen is not a 128 px upscale.",
+    )
     tracking: bool = Field(
         False,
         description="Follow faces across frames: One-Euro-smoothed keypoints, full-frame detection only "
@@ -225,8 +245,9 @@ class MaskConfig(_Section):
     )
     occlusion: bool = Field(
         False,
-        description="Keep the visitor's pixels where a face parser finds the face covered (a hand, a "
-        "microphone); needs the face parser model.",
+        description="Keep what is in front of the face (a hand, a microphone, a cup) visible: a face "
+        "parsing model (models.parser) masks out everything that is not face. Costs one parser run "
+        "per face and frame.",
     )
 
     @field_validator("padding")

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from kiosk.config import KioskConfig, MaskConfig, ProcessingConfig
 from kiosk.inference import color as color_mod
 from kiosk.inference import mask as mask_mod
-from kiosk.inference.align import align_matrix
+from kiosk.inference.align import align_matrix, arcface_template
 from kiosk.inference.color import ColorCorrector, ColorOptions
 from kiosk.inference.detector import FaceDetector, make_detector
 from kiosk.inference.embedder import ArcFaceEmbedder
@@ -37,6 +37,7 @@ from kiosk.inference.enhancer import GfpganEnhancer
 from kiosk.inference.errors import ImageError, ModelError, NoFaceError
 from kiosk.inference.kernels import warm_up as warm_up_kernels
 from kiosk.inference.mask import MaskBuilder, MaskOptions, OcclusionParser, crop_keypoints
+from kiosk.inference.parser import FaceParser
 from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
@@ -57,6 +58,7 @@ __all__ = [
     "mask_options",
     "model_paths",
     "open_detector",
+    "open_parser",
     "missing_models",
     "read_image",
 ]
@@ -64,11 +66,14 @@ __all__ = [
 
 def model_paths(cfg: KioskConfig) -> dict[Role, Path | None]:
     """Resolved file of each role. A bare file name lives in ``models.dir``; a value with a folder
-    part is a path relative to the config file. ``None``: role disabled (enhancer: null)."""
+    part is a path relative to the config file. ``None``: role disabled (enhancer: null; the
+    parser unless ``mask.occlusion``)."""
     out: dict[Role, Path | None] = {}
     models_dir = cfg.resolve(cfg.models.dir)
     for role in ROLES:
         value = getattr(cfg.models, role)
+        if role == "parser" and not cfg.mask.occlusion:
+            value = None  # the face parser is needed (and fetched) only for the occlusion mask
         if value is None:
             out[role] = None
             continue
@@ -136,6 +141,19 @@ def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetecto
         proc.max_faces if max_faces is None else max_faces,
         iobinding=prov.iobinding,
         device_id=prov.device_id,
+    )
+
+
+def open_parser(cfg: KioskConfig) -> FaceParser | None:
+    """The occlusion face parser (``models.parser``) when ``mask.occlusion`` is on, else None.
+    Raises :class:`ModelError` (missing, corrupt, wrong signature) naming the file and the fix."""
+    p = model_paths(cfg)["parser"]
+    if p is None:
+        return None
+    prov = ProviderOptions.of(cfg.models.providers)
+    session, used = create_session(p, prov, base_dir=cfg.base_dir)
+    return FaceParser(
+        session, spec_for_file("parser", p), p, used, iobinding=prov.iobinding, device_id=prov.device_id
     )
 
 
@@ -218,6 +236,7 @@ class SwapPipeline:
         mask: MaskOptions | None = None,
         color: ColorOptions | None = None,
         face_parser: OcclusionParser | None = None,
+        swap_resolution: int = 128,
     ) -> None:
         self.detector = detector
         self.embedder = embedder
@@ -228,6 +247,8 @@ class SwapPipeline:
         self.enhance_blend = float(enhance_blend)
         self.gpu_requested = gpu_requested
         self.face_policy: Policy = face_policy
+        #: Size of the swapped crop: 128, or 256/512 (k² sub-pixel shifted swapper runs per face).
+        self.swap_resolution = int(swap_resolution)
         self.times = StageTimes()
         self._paste = PasteBack()
         self.masks = MaskBuilder(mask)
@@ -294,11 +315,10 @@ class SwapPipeline:
             face_policy=proc.face_policy,
             mask=mask_options(cfg.mask),
             color=color_options(proc),
+            swap_resolution=proc.swap_resolution,
+            # mask.occlusion: the face parser (models.parser; a missing file is a missing model).
+            face_parser=open_parser(cfg),
         )
-        if cfg.mask.occlusion and pipe.face_parser is None:
-            log.warning(
-                "mask.occlusion is on but no face parser is loaded: faces are pasted without occlusion"
-            )
         if prov_cfg.warmup:
             pipe.warm_up()
         return pipe
@@ -355,6 +375,13 @@ class SwapPipeline:
                 out[name] = (time.perf_counter() - a) * 1e3
         out["embedder"] = self.embedder.warm_up()
         out["swapper"] = self.swapper.warm_up()
+        if self.swap_resolution != self.swapper.size_px:
+            a = time.perf_counter()
+            zeros = np.zeros((self.swap_resolution, self.swap_resolution, 3), np.uint8)
+            kps = arcface_template(self.swapper.size_px)  # any non-degenerate five points
+            self.swapper.align_tiles(zeros, kps, self.swap_resolution)
+            self.swapper.infer_tiles(np.zeros((1, 512), np.float32))
+            out["swapper_tiles"] = (time.perf_counter() - a) * 1e3
         if self.enhancer is not None:
             out["enhancer"] = self.enhancer.warm_up()
         a = time.perf_counter()
@@ -377,6 +404,9 @@ class SwapPipeline:
             out.append(self._roi_detector.runner)
         if self.enhancer is not None:
             out.append(self.enhancer.runner)
+        runner = getattr(self.face_parser, "runner", None)  # a FaceParser (fakes in tests have none)
+        if isinstance(runner, SessionRunner):
+            out.append(runner)
         return out
 
     @property
@@ -505,11 +535,17 @@ class SwapPipeline:
         result: list[SwappedFace] = []
         for i, face in enumerate(faces):
             a = time.perf_counter()
-            affine = self.swapper.align(frame_bgr, face.kps)
-            b = time.perf_counter()
-            crop = self.swapper.to_bgr(
-                self.swapper.infer(self._latent), self._crop_buffer(i, (128, 128, 3), spare)
-            )
+            res = self.swap_resolution
+            if res == self.swapper.size_px:
+                affine = self.swapper.align(frame_bgr, face.kps)
+                b = time.perf_counter()
+                crop = self.swapper.to_bgr(
+                    self.swapper.infer(self._latent), self._crop_buffer(i, (res, res, 3), spare)
+                )
+            else:
+                affine = self.swapper.align_tiles(frame_bgr, face.kps, res)
+                b = time.perf_counter()
+                crop = self.swapper.infer_tiles(self._latent, self._crop_buffer(i, (res, res, 3), spare))
             c = time.perf_counter()
             size = crop.shape[0]
             occlusion = None
@@ -526,7 +562,10 @@ class SwapPipeline:
             c1 = time.perf_counter()
             if self.color.options.enabled:
                 key = self._face_ids[i] if i < len(self._face_ids) else None
-                self.color.correct(self.swapper.aligned_crop, crop, alpha, key, t0 if t is None else t)
+                visitor = (
+                    self.swapper.aligned_crop if size == self.swapper.size_px else self.swapper.tiles_crop
+                )
+                self.color.correct(visitor, crop, alpha, key, t0 if t is None else t)
             c2 = time.perf_counter()
             if paste:
                 assert out_bgr is not None

@@ -186,10 +186,12 @@ def fetch_model(
         return "present"
     part = dest.with_name(dest.name + ".part")
     if source is not None:
+        # The name the config uses first, then the spec's (a model published under two names).
+        names = list(dict.fromkeys((dest.name, spec.file)))
         if _is_url(source):
-            candidates = [urllib.parse.urljoin(source.rstrip("/") + "/", spec.file)]
+            candidates = [urllib.parse.urljoin(source.rstrip("/") + "/", n) for n in names]
         else:
-            candidates = [str(Path(source).expanduser() / spec.file)]
+            candidates = [str(Path(source).expanduser() / n) for n in names]
     else:
         candidates = list(spec.urls)
     if not candidates:

@@ -9,6 +9,9 @@ caller preallocated. The kernels release the GIL, so the capture and render thre
   mean may be one value or one per channel (RetinaFace subtracts the BGR means 104, 117, 123).
 - :func:`planar_to_bgr`: model output planar RGB float32 (3, H, W) → BGR uint8 (H, W, 3) as
   ``clip((x + add) * mul, 0, 255)`` truncated (insightface's swapper) or rounded (GFPGAN).
+- :func:`crop_to_tiles` / :func:`tiles_to_bgr`: swap resolution 256/512: a (k·128)² BGR crop →
+  its k² sub-pixel shifted 128 samplings as normalised planar RGB tiles, and the swapped tiles
+  back into one BGR crop, interleaved (one pass each instead of a planar copy and a transpose).
 - :func:`blend_rgba`: the paste-back blend in place, ``roi += (rgb - roi) * a / 255`` rounded half
   to even, with the same float32 arithmetic as the numpy expression it replaces.
 
@@ -91,6 +94,46 @@ def _planar_to_bgr(
 
 
 @njit(cache=True, nogil=True, fastmath=False)
+def _crop_to_tiles(
+    src: NDArray[np.uint8], dst: NDArray[np.float32], k: int, mean: float, inv_std: float
+) -> None:  # pragma: no cover - compiled
+    n = dst.shape[2]
+    m = np.float32(mean)
+    s = np.float32(inv_std)
+    for i in range(k):
+        for j in range(k):
+            t = i * k + j
+            for y in range(n):
+                sy = y * k + i
+                for x in range(n):
+                    sx = x * k + j
+                    dst[t, 0, y, x] = (np.float32(src[sy, sx, 2]) - m) * s
+                    dst[t, 1, y, x] = (np.float32(src[sy, sx, 1]) - m) * s
+                    dst[t, 2, y, x] = (np.float32(src[sy, sx, 0]) - m) * s
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _tiles_to_bgr(
+    src: NDArray[np.float32], dst: NDArray[np.uint8], k: int, mul: float
+) -> None:  # pragma: no cover - compiled
+    n = src.shape[2]
+    f = np.float32(mul)
+    for i in range(k):
+        for j in range(k):
+            t = i * k + j
+            for c in range(3):
+                for y in range(n):
+                    dy = y * k + i
+                    for x in range(n):
+                        v = src[t, c, y, x] * f
+                        if v < 0:
+                            v = np.float32(0.0)
+                        elif v > 255:
+                            v = np.float32(255.0)
+                        dst[dy, x * k + j, 2 - c] = np.uint8(v)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
 def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pragma: no cover - compiled
     h, w = roi.shape[0], roi.shape[1]
     inv = np.float32(1.0 / 255.0)
@@ -142,6 +185,29 @@ def planar_to_bgr(
     return dst_bgr
 
 
+def crop_to_tiles(
+    src_bgr: NDArray[np.uint8], dst: NDArray[np.float32], k: int, *, mean: float = 0.0, std: float = 1.0
+) -> None:
+    """Tile ``i*k + j`` of ``dst`` (k², 3, n, n) = RGB planes of ``src_bgr[i::k, j::k]`` (k·n, k·n, 3),
+    normalised ``(x - mean) / std``."""
+    n = dst.shape[2]
+    if dst.shape != (k * k, 3, n, n) or src_bgr.shape != (k * n, k * n, 3):
+        raise ValueError(f"tiles {dst.shape} do not split a crop {src_bgr.shape} {k}x{k}")
+    _crop_to_tiles(src_bgr, dst, int(k), float(mean), float(1.0 / std))
+
+
+def tiles_to_bgr(
+    src: NDArray[np.float32], dst_bgr: NDArray[np.uint8], k: int, *, mul: float = 255.0
+) -> NDArray[np.uint8]:
+    """``dst_bgr[i::k, j::k]`` = BGR of ``clip(tile(i*k + j) * mul, 0, 255)`` truncated (the
+    swapper's conversion, as :func:`planar_to_bgr` with ``add=0``)."""
+    n = src.shape[2]
+    if src.shape != (k * k, 3, n, n) or dst_bgr.shape != (k * n, k * n, 3):
+        raise ValueError(f"tiles {src.shape} do not fill a crop {dst_bgr.shape} {k}x{k}")
+    _tiles_to_bgr(src, dst_bgr, int(k), float(mul))
+    return dst_bgr
+
+
 def blend_rgba(roi_bgr: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:
     """Blend ``rgba`` (h, w, 4; colour in BGR, alpha 0..255) into the ``roi_bgr`` view in place."""
     if roi_bgr.shape[:2] != rgba.shape[:2]:
@@ -160,4 +226,7 @@ def warm_up() -> None:
     out = np.zeros((4, 4, 3), np.uint8)
     planar_to_bgr(np.zeros((1, 3, 4, 4), np.float32)[0], out)
     blend_rgba(img[:2, :2], np.zeros((2, 2, 4), np.uint8))
+    tiles = np.zeros((4, 3, 2, 2), np.float32)
+    crop_to_tiles(img, tiles, 2)
+    tiles_to_bgr(tiles, out, 2)
     blend_rgba(np.zeros((2, 2, 3), np.uint8), np.zeros((4, 4, 4), np.uint8)[:2, :2])

@@ -19,12 +19,13 @@ from typing import Any, Literal
 
 from kiosk.inference.errors import ModelSignatureError
 
-Role = Literal["detector", "embedder", "swapper", "enhancer"]
-Family = Literal["scrfd", "yunet", "retinaface", "arcface", "inswapper", "gfpgan"]
+Role = Literal["detector", "embedder", "swapper", "enhancer", "parser"]
+Family = Literal["scrfd", "yunet", "retinaface", "arcface", "inswapper", "gfpgan", "gpen", "bisenet"]
 ColourOrder = Literal["RGB", "BGR"]
 Template = Literal["arcface_112", "arcface_128", "ffhq_512"]
 
-ROLES: tuple[Role, ...] = ("detector", "embedder", "swapper", "enhancer")
+#: Every role a config can name a file for. ``parser`` is optional: only with ``mask.occlusion``.
+ROLES: tuple[Role, ...] = ("detector", "embedder", "swapper", "enhancer", "parser")
 
 #: ONNX Runtime's type strings for the element types we accept.
 ORT_DTYPES = {"float32": "tensor(float)", "float16": "tensor(float16)"}
@@ -63,8 +64,10 @@ class ModelSpec:
     #: Pixel normalisation: (x - mean) / std on 0..255 values.
     mean: float = 0.0
     std: float = 1.0
-    #: Per-channel mean in the input's channel order (overrides ``mean``): RetinaFace's BGR means.
+    #: Per-channel normalisation ``(x - channel_mean[c]) / channel_std[c]`` on 0..255 values, in the
+    #: input's channel order (override ``mean`` / ``std``): RetinaFace's BGR means, ImageNet's RGB.
     channel_mean: tuple[float, float, float] | None = None
+    channel_std: tuple[float, float, float] | None = None
     template: Template | None = None
     crop_size_px: int | None = None
     urls: tuple[str, ...] = ()
@@ -76,6 +79,8 @@ class ModelSpec:
     #: Where this exact file was taken from (repository @ commit : path), when it is not a release.
     source: str = ""
     notes: str = ""
+    #: Other file names the same model is published under (matched like ``file``).
+    aliases: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     @property
@@ -347,6 +352,132 @@ GFPGAN_1_4 = ModelSpec(
     notes="Output name differs between exports; output is RGB in [-1, 1]",
 )
 
+_FACEFUSION_ASSETS = "https://github.com/facefusion/facefusion-assets/releases/download/"
+_HF_FACEFUSION = "https://huggingface.co/facefusion/"
+_GPEN_LICENCE = (
+    "NON-COMMERCIAL (yangxy/GPEN weights carry no licence; FaceFusion and the ONNX mirrors list them "
+    "as non-commercial use only)"
+)
+
+
+def _gpen(size_px: int, **kw: Any) -> ModelSpec:
+    return ModelSpec(
+        role="enhancer",
+        family="gpen",
+        title=f"GPEN-BFR-{size_px} (yangxy/GPEN blind face restoration, ONNX export)",
+        licence=_GPEN_LICENCE,
+        inputs=(TensorSpec("input", (1, 3, size_px, size_px)),),
+        outputs=(TensorSpec(None, (1, 3, size_px, size_px)),),
+        mean=127.5,
+        std=127.5,
+        template="ffhq_512",
+        crop_size_px=size_px,
+        **kw,
+    )
+
+
+GPEN_BFR_256 = _gpen(
+    256,
+    id="gpen_bfr_256",
+    file="GPEN-BFR-256.onnx",
+    aliases=("gpen_bfr_256.onnx",),
+    urls=(
+        "https://huggingface.co/netrunner-exe/Face-Upscalers-onnx/resolve/main/GPEN-BFR-256.onnx",
+        _FACEFUSION_ASSETS + "models-3.0.0/gpen_bfr_256.onnx",
+        _HF_FACEFUSION + "models-3.0.0/resolve/main/gpen_bfr_256.onnx",
+    ),
+    sha256="aa5bd3ab238640a378c59e4a560f7a7150627944cf2129e6311ae4720e833271",
+    also_sha256=("bad8bf0426873828df2dbf4e3b3d9ababba9da7965b8b72426569486f7ae5c25",),
+    sha256_source="not published upstream (GPEN publishes .pth files, FaceFusion CRC32 .hash files); "
+    "recorded in the public source of several projects: aa5bd3ab... for the 75,715,262-byte "
+    "GPEN-BFR-256.onnx (netrunner-exe/Face-Upscalers-onnx, Rope and VisoMaster assets), "
+    "bad8bf04... for FaceFusion's 75,792,988-byte gpen_bfr_256.onnx (models-3.0.0)",
+    size_bytes=75715262,
+    notes="Input 'input' [1,3,256,256] RGB (x/255-0.5)/0.5, output [1,3,256,256] in [-1,1] (as Rope and "
+    "FaceFusion run it). Aligned to the FFHQ template scaled to 256 as Rope does; FaceFusion uses "
+    "its arcface_128 template for this model and GPEN's own code a padded ArcFace template "
+    "(all within about 15% in face scale)",
+)
+
+GPEN_BFR_512 = _gpen(
+    512,
+    id="gpen_bfr_512",
+    file="GPEN-BFR-512.onnx",
+    aliases=("gpen_bfr_512.onnx",),
+    urls=(
+        "https://huggingface.co/netrunner-exe/Face-Upscalers-onnx/resolve/main/GPEN-BFR-512.onnx",
+        _FACEFUSION_ASSETS + "models-3.0.0/gpen_bfr_512.onnx",
+        _HF_FACEFUSION + "models-3.0.0/resolve/main/gpen_bfr_512.onnx",
+    ),
+    sha256="0960f836488735444d508b588e44fb5dfd19c68fde9163ad7878aa24d1d5115e",
+    also_sha256=("d5f066b9068a8b74217f9712e28e875a6144629b108a6f7355acbdb3a2832c54",),
+    sha256_source="not published upstream; recorded in the public source of several projects: "
+    "0960f836... for the 284,250,449-byte GPEN-BFR-512.onnx (netrunner-exe/Face-Upscalers-onnx, "
+    "Rope assets), d5f066b9... for FaceFusion's 284,340,240-byte gpen_bfr_512.onnx (models-3.0.0)",
+    size_bytes=284250449,
+    notes="Input 'input' [1,3,512,512] RGB (x/255-0.5)/0.5, output in [-1,1]; FFHQ 512 template "
+    "(as FaceFusion and Rope)",
+)
+
+#: ImageNet normalisation of the BiSeNet parsers (RGB, on 0..1 values).
+#: ImageNet's normalisation (0.485, 0.456, 0.406) / (0.229, 0.224, 0.225) of x/255, as 0..255 values (RGB).
+IMAGENET_MEAN = (123.675, 116.28, 103.53)
+IMAGENET_STD = (58.395, 57.12, 57.375)
+_BISENET_LICENCE = (
+    "MIT (yakhyo/face-parsing code and weights); trained on CelebAMask-HQ, whose images are "
+    "licensed for non-commercial research"
+)
+
+
+def _bisenet(**kw: Any) -> ModelSpec:
+    # yakhyo's export: input 'input' [batch,3,512,512]; the model returns its main head and two
+    # auxiliary heads, all upsampled to 512: outputs 'output', '0', '1' [batch,19,512,512].
+    logits = (1, 19, 512, 512)
+    return ModelSpec(
+        role="parser",
+        family="bisenet",
+        licence=_BISENET_LICENCE,
+        inputs=(TensorSpec("input", (1, 3, 512, 512)),),
+        outputs=(TensorSpec("output", logits), TensorSpec(None, logits), TensorSpec(None, logits)),
+        channel_mean=IMAGENET_MEAN,
+        channel_std=IMAGENET_STD,
+        template="arcface_128",
+        crop_size_px=512,
+        **kw,
+    )
+
+
+BISENET_RESNET_34 = _bisenet(
+    id="bisenet_resnet_34",
+    file="bisenet_resnet_34.onnx",
+    title="BiSeNet ResNet-34 face parser (19 CelebAMask-HQ classes, as used by FaceFusion)",
+    urls=(
+        _FACEFUSION_ASSETS + "models-3.0.0/bisenet_resnet_34.onnx",
+        _HF_FACEFUSION + "models-3.0.0/resolve/main/bisenet_resnet_34.onnx",
+    ),
+    sha256="4a0b8c958a3c938913bd06a8365dbb3c8761afba6ecbf0d14b3b1f77eb230c96",
+    sha256_source="not published by FaceFusion (its bisenet_resnet_34.hash is a CRC32, 35d17a50) nor by "
+    "yakhyo/face-parsing; recorded with size 93,632,546 for facefusion models-3.0.0 "
+    "bisenet_resnet_34.onnx in the public source of several independent projects",
+    size_bytes=93632546,
+    notes="FaceFusion's face_parser (facefusion/face_masker.py); ~2x the compute of ResNet-18",
+)
+
+BISENET_RESNET_18 = _bisenet(
+    id="bisenet_resnet_18",
+    file="bisenet_resnet_18.onnx",
+    title="BiSeNet ResNet-18 face parser (19 CelebAMask-HQ classes, as used by FaceFusion)",
+    urls=(
+        _FACEFUSION_ASSETS + "models-3.1.0/bisenet_resnet_18.onnx",
+        _HF_FACEFUSION + "models-3.1.0/resolve/main/bisenet_resnet_18.onnx",
+    ),
+    sha256="2218b6183c26ca5c83303232d682a536c670c13ea9695f716c777d1f244eefe9",
+    sha256_source="not published by FaceFusion (CRC32 .hash files only) nor by yakhyo/face-parsing; "
+    "recorded with size 53,205,356 for facefusion models-3.1.0 bisenet_resnet_18.onnx in the public "
+    "source of several independent projects (one of which also records its outputs output, 0, 1)",
+    size_bytes=53205356,
+)
+
 #: Every model the kiosk knows by file name.
 KNOWN_MODELS: tuple[ModelSpec, ...] = (
     DET_10G,
@@ -359,6 +490,10 @@ KNOWN_MODELS: tuple[ModelSpec, ...] = (
     INSWAPPER_128,
     INSWAPPER_128_FP16,
     GFPGAN_1_4,
+    GPEN_BFR_256,
+    GPEN_BFR_512,
+    BISENET_RESNET_34,
+    BISENET_RESNET_18,
 )
 
 #: Spec used for a file of a role whose name we do not know (same contract, no hash).
@@ -367,6 +502,7 @@ _GENERIC: dict[Role, ModelSpec] = {
     "embedder": W600K_R50,
     "swapper": INSWAPPER_128,
     "enhancer": GFPGAN_1_4,
+    "parser": BISENET_RESNET_34,
 }
 
 
@@ -404,7 +540,7 @@ def spec_for_file(role: Role, path: str | Path) -> ModelSpec:
     a detector, the family :func:`detector_family_of` finds)."""
     name = Path(path).name
     for spec in KNOWN_MODELS:
-        if spec.role == role and spec.file == name:
+        if spec.role == role and (spec.file == name or name in spec.aliases):
             return spec
     base = _GENERIC[role]
     if role == "detector":
@@ -429,6 +565,7 @@ def spec_for_file(role: Role, path: str | Path) -> ModelSpec:
         sha256_source="unknown file: no published hash",
         size_bytes=None,
         source="",
+        aliases=(),
         licence="unknown (check where the file came from)",
     )
 

@@ -246,3 +246,93 @@ def white_square_frame(
     for x, y, side in squares:
         frame[y : y + side, x : x + side] = 255
     return frame
+
+
+# -- stand-ins for the optional models (face parser, GPEN) and for the swap-resolution tests ------
+#: CelebAMask-HQ class → a flat colour (RGB) the stand-in parser labels as that class: the nearest
+#: colour wins. 0 (background) is the green of a synthetic "hand" held in front of the face.
+PARSER_PALETTE_RGB: dict[int, tuple[int, int, int]] = {
+    0: (40, 200, 60),  # background / occluder ("hand")
+    1: (225, 170, 140),  # skin
+    4: (250, 250, 250),  # left eye
+    10: (200, 140, 110),  # nose
+    12: (170, 50, 60),  # upper lip
+    16: (30, 60, 200),  # cloth
+    17: (40, 25, 15),  # hair
+}
+
+
+def make_parser(
+    path: Path,
+    palette_rgb: dict[int, tuple[int, int, int]] | None = None,
+    *,
+    input_name: str = "input",
+    n_classes: int = 19,
+    aux_outputs: bool = True,
+) -> Path:
+    """BiSeNet face-parser contract: ``input`` [batch,3,512,512] (ImageNet-normalised RGB) →
+    ``output``, ``0``, ``1`` [batch,19,512,512] logits. Each pixel's logits are a 1x1 convolution
+    ``2 p_k·x − |p_k|²`` (the negative squared distance to the class's palette colour ``p_k``,
+    less the ``|x|²`` common to all classes), so the argmax is the class of the nearest palette
+    colour; classes without a colour get a very low logit."""
+    palette = PARSER_PALETTE_RGB if palette_rgb is None else palette_rgb
+    mean = np.array([0.485, 0.456, 0.406], np.float32)
+    std = np.array([0.229, 0.224, 0.225], np.float32)
+    w = np.zeros((n_classes, 3, 1, 1), np.float32)
+    b = np.full((n_classes,), -1e4, np.float32)
+    for k, rgb in palette.items():
+        p = (np.asarray(rgb, np.float32) / 255.0 - mean) / std
+        w[k, :, 0, 0] = 2.0 * p
+        b[k] = -float(p @ p)
+    dims: list[int | str] = ["batch_size", 3, 512, 512]
+    inp = helper.make_tensor_value_info(input_name, TensorProto.FLOAT, dims)
+    out_dims: list[int | str] = ["batch_size", n_classes, 512, 512]
+    names = ["output", "0", "1"] if aux_outputs else ["output"]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, out_dims) for n in names]
+    nodes = [helper.make_node("Conv", [input_name, "w", "b"], ["output"])]
+    nodes += [helper.make_node("Identity", ["output"], [n]) for n in names[1:]]
+    graph = helper.make_graph(nodes, "bisenet_standin", [inp], outs, [_init("w", w), _init("b", b)])
+    return _save(graph, path)
+
+
+def make_identity_swapper(path: Path, seed: int = 2, batch: bool = False) -> Path:
+    """InSwapper contract (``target`` [1,3,128,128], ``source`` [1,512] → ``output`` [1,3,128,128],
+    ``emap`` last) whose output is its ``target`` input (+ 0 × source): the swapped crop is the
+    aligned crop. ``batch``: a dynamic batch axis on every tensor (``N``)."""
+    rng = np.random.default_rng(seed)
+    n: int | str = "N" if batch else 1
+    target = helper.make_tensor_value_info("target", TensorProto.FLOAT, [n, 3, 128, 128])
+    source = helper.make_tensor_value_info("source", TensorProto.FLOAT, [n, 512])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [n, 3, 128, 128])
+    inits = [
+        _init("src_shape", np.array([-1, 1, 1, 1], np.int64)),
+        _init("src_sum_axes", np.array([1], np.int64)),
+        _init("zero", np.array(0.0, np.float32)),
+        _init("emap", (rng.standard_normal((512, 512)) / np.sqrt(512)).astype(np.float32)),
+    ]
+    nodes = [
+        helper.make_node("ReduceSum", ["source", "src_sum_axes"], ["s1"], keepdims=1),
+        helper.make_node("Mul", ["s1", "zero"], ["s0"]),
+        helper.make_node("Reshape", ["s0", "src_shape"], ["s4"]),
+        helper.make_node("Add", ["target", "s4"], ["output"]),
+    ]
+    graph = helper.make_graph(nodes, "inswapper_identity_standin", [target, source], [out], inits)
+    return _save(graph, path)
+
+
+def make_gpen(path: Path, size_px: int = 256, seed: int = 4) -> Path:
+    """GPEN-BFR contract: ``input`` [1,3,S,S] RGB in [-1,1] → ``output`` [1,3,S,S] in [-1,1]
+    (a near-identity 3x3 convolution and tanh, like the GFPGAN stand-in)."""
+    rng = np.random.default_rng(seed)
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size_px, size_px])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size_px, size_px])
+    w = np.zeros((3, 3, 3, 3), np.float32)
+    for c in range(3):
+        w[c, c, 1, 1] = 1.0
+    w += rng.normal(0, 0.01, w.shape).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Tanh", ["c"], ["output"]),
+    ]
+    graph = helper.make_graph(nodes, "gpen_standin", [inp], [out], [_init("w", w)])
+    return _save(graph, path)

@@ -2,6 +2,15 @@
 
 ``emap`` is read from the model's last initializer (as insightface does); a source's latent
 ``normalise(e @ emap)`` is computed once per source embedding and cached by the caller.
+
+Swap resolution 256 or 512 (:meth:`InSwapper.align_tiles` + :meth:`InSwapper.infer_tiles`): the face is
+aligned at S = 128·k with the 128 template scaled by k, and the S crop is split into k² sub-pixel
+shifted samplings, tile (i, j) = ``crop[i::k, j::k]``: each is a 128 crop of the same face offset
+by (j/k, i/k) px of the 128 crop (tile (0, 0) is exactly the plain 128 crop, because the S
+crop's matrix is k times the 128 one). The swapper runs on each (one
+``session.run`` with a batch of k² when the model has a dynamic batch axis; the published
+inswapper_128 files are fixed at batch 1, so k² runs) and the outputs are put back where their
+samples came from, ``out[i::k, j::k] = swapped(i, j)``: one S crop at k² times the swapper's cost.
 """
 
 from __future__ import annotations
@@ -14,9 +23,10 @@ import onnx
 from numpy.typing import NDArray
 from onnx import numpy_helper
 
+from kiosk.inference.align import align_matrix, warp_crop
 from kiosk.inference.crop_model import AlignedCropModel
 from kiosk.inference.errors import ModelCorruptError, ModelSignatureError
-from kiosk.inference.kernels import planar_to_bgr
+from kiosk.inference.kernels import crop_to_tiles, planar_to_bgr, tiles_to_bgr
 from kiosk.inference.specs import ModelSpec
 from kiosk.types import Affine2x3, Embedding, FrameBGR, Landmarks5
 
@@ -63,6 +73,10 @@ class InSwapper(AlignedCropModel):
         self.source_name = session.get_inputs()[1].name
         self._latent_of: NDArray[np.float32] | None = None
         self._latent_feed = np.zeros((1, 512), self._dtype)
+        dims = [session.get_inputs()[i].shape for i in (0, 1)] + [session.get_outputs()[0].shape]
+        #: The graph takes a batch of targets and sources (dynamic first axis on every tensor).
+        self.batchable = all(len(d) > 0 and not isinstance(d[0], int) for d in dims)
+        self._tiles: _Tiles | None = None
 
     def latent(self, embedding: Embedding) -> NDArray[np.float32]:
         """Source latent (1, 512): ``e @ emap`` normalised, ``e`` the unit source embedding."""
@@ -92,6 +106,70 @@ class InSwapper(AlignedCropModel):
         self._latent_feed.fill(0)
         return self.runner.warm_up({self.target_name: self._feed, self.source_name: self._latent_feed})
 
+    # -- swap resolution 256 / 512 ------------------------------------------------------------------
+    def _tile_buffers(self, size_px: int) -> _Tiles:
+        t = self._tiles
+        if t is None or t.size_px != size_px:
+            base = self.size_px
+            if size_px % base or size_px < base:
+                raise ValueError(f"swap resolution must be a multiple of {base}, got {size_px}")
+            t = _Tiles(size_px, size_px // base, base, self._dtype, self.batchable)
+            self._tiles = t
+        return t
+
+    @property
+    def tiles_crop(self) -> FrameBGR:
+        """The visitor's face aligned at the swap resolution by the last :meth:`align_tiles` (BGR
+        uint8, overwritten by the next call): what colour correction compares the swap with."""
+        if self._tiles is None:
+            raise RuntimeError("tiles_crop before align_tiles")
+        return self._tiles.crop
+
+    def align_tiles(self, frame_bgr: FrameBGR, kps: Landmarks5, size_px: int) -> Affine2x3:
+        """Align the target face at ``size_px`` (the 128 template scaled) and split it into the
+        k² sub-pixel shifted 128 samplings of :meth:`infer_tiles`; the frame→crop matrix of the
+        ``size_px`` crop."""
+        t = self._tile_buffers(size_px)
+        m = align_matrix(kps, self.spec.template or self.default_template, size_px)
+        warp_crop(frame_bgr, m, size_px, out=t.crop)
+        # crop[y*k + i, x*k + j] → tile i*k + j [c, y, x], RGB, x/255: one pass.
+        crop_to_tiles(t.crop, t.tiles, t.k, mean=0.0, std=self.spec.std)
+        if t.feed is not t.tiles:
+            np.copyto(t.feed, t.tiles, casting="same_kind")
+        return m
+
+    def infer_tiles(self, latent: NDArray[np.float32], out_bgr: FrameBGR | None = None) -> FrameBGR:
+        """Swap the k² tiles of the last :meth:`align_tiles` and interleave them into one
+        (size_px, size_px) BGR crop (into ``out_bgr`` when given)."""
+        t = self._tiles
+        if t is None:
+            raise RuntimeError("infer_tiles before align_tiles")
+        n = t.k * t.k
+        if t.batchable:
+            if t.latent_of is not latent:
+                np.copyto(t.latents, np.broadcast_to(np.asarray(latent).reshape(1, -1), t.latents.shape))
+                t.latent_of = latent
+            pred = self.runner.run({self.target_name: t.feed, self.source_name: t.latents})[0]
+            np.copyto(t.out_tiles, pred.reshape(t.out_tiles.shape), casting="same_kind")
+        else:
+            for i in range(n):
+                np.copyto(self._feed[0], t.feed[i], casting="same_kind")
+                np.copyto(t.out_tiles[i], self.infer(latent)[0], casting="same_kind")
+        if out_bgr is None:
+            out_bgr = np.empty((t.size_px, t.size_px, 3), np.uint8)
+        # tile i*k + j [c, y, x] → out[y*k + i, x*k + j], BGR, insightface's clip and truncate.
+        return tiles_to_bgr(t.out_tiles, out_bgr, t.k, mul=255.0)
+
+    def swap_at(
+        self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32], size_px: int
+    ) -> tuple[FrameBGR, Affine2x3]:
+        """Swapped face as a new (size_px, size_px) BGR crop and its frame→crop matrix; 128 is the
+        plain :meth:`swap`."""
+        if size_px == self.size_px:
+            return self.swap(frame_bgr, kps, latent)
+        m = self.align_tiles(frame_bgr, kps, size_px)
+        return self.infer_tiles(latent), m
+
     @staticmethod
     def to_bgr(pred: NDArray[np.float32], out: FrameBGR | None = None) -> FrameBGR:
         """Model output → a 128x128 BGR uint8 crop (insightface's clip-and-truncate), into ``out``
@@ -113,3 +191,17 @@ class InSwapper(AlignedCropModel):
         """Swapped face as a new 128x128 BGR uint8 crop, and the frame→crop matrix."""
         m = self.align(frame_bgr, kps)
         return self.to_bgr(self.infer(latent)), m
+
+
+class _Tiles:
+    """Reused buffers of one swap resolution: the big crop and the k² tiles in and out."""
+
+    def __init__(self, size_px: int, k: int, base: int, dtype: type, batchable: bool) -> None:
+        self.size_px, self.k, self.batchable = size_px, k, batchable
+        n = k * k
+        self.crop = np.zeros((size_px, size_px, 3), np.uint8)
+        self.tiles = np.zeros((n, 3, base, base), np.float32)
+        self.feed = self.tiles if dtype == np.float32 else self.tiles.astype(dtype)
+        self.latents: NDArray[Any] = np.zeros((n, 512), dtype)
+        self.latent_of: NDArray[np.float32] | None = None
+        self.out_tiles = np.zeros((n, 3, base, base), np.float32)
