@@ -223,3 +223,38 @@ def test_open_parser_follows_mask_occlusion(tmp_path: Path) -> None:
     assert open_parser(KioskConfig.model_validate(base)) is None
     parser = open_parser(KioskConfig.model_validate({**base, "mask": {"occlusion": True}}))
     assert isinstance(parser, FaceParser) and parser.spec is BISENET_RESNET_34
+
+
+def test_occlusion_on_keeps_the_hand_in_the_composite(tmp_path: Path) -> None:
+    """``mask.occlusion: true`` end to end: ``SwapPipeline.from_config`` loads the parser and its mask
+    goes into the per-face alpha, so the hand in front of the face keeps the visitor's pixels while
+    the face around it is swapped (the stand-in swapper tints it). Off: the hand is swapped over."""
+    from kiosk.pipeline import SwapPipeline
+
+    standins.make_all(tmp_path)
+    standins.make_parser(tmp_path / "bisenet_resnet_34.onnx")
+    frame, face = _scene()
+    hand = np.zeros(frame.shape[:2], bool)
+    hand[280:330, 290:315] = True  # inside the hand and inside the swapped crop
+    skin = np.zeros(frame.shape[:2], bool)
+    skin[205:235, 330:360] = True  # cheek beside the nose, no hand, no hair
+    changed = {}
+    for occlusion in (False, True):
+        cfg = KioskConfig.model_validate(
+            {
+                "models": {"dir": str(tmp_path), "providers": {"order": ["cpu"]}},
+                "processing": {"tracking": False},
+                "mask": {"occlusion": occlusion},
+                "base_dir": tmp_path,
+            }
+        )
+        pipe = SwapPipeline.from_config(cfg)
+        assert (pipe.face_parser is not None) == occlusion
+        pipe.detector.detect = lambda _frame: [face]  # type: ignore[method-assign]
+        pipe.use_latent(np.full((1, 512), 512**-0.5, np.float32), "test")
+        out = pipe.process(frame)
+        diff = np.abs(out.astype(np.int16) - frame.astype(np.int16)).max(axis=2)
+        changed[occlusion] = (float(diff[hand].max()), float(diff[skin].min()))
+    assert changed[False][0] > 20 and changed[False][1] > 20  # hand and face both swapped
+    assert changed[True][0] <= 1, changed  # the hand keeps the visitor's pixels
+    assert changed[True][1] > 20, changed  # the face around it is still swapped
