@@ -136,6 +136,7 @@ def test_blend_equals_numpy() -> None:
     frame = rng.integers(0, 256, (100, 120, 3), np.uint8)
     rgba = rng.integers(0, 256, (40, 50, 4), np.uint8)
     rgba[:10, :, 3] = 0
+    rgba[10:20, :, 3] = 255  # the opaque fast path
     roi = frame[20:60, 30:80].astype(np.float32)
     a = rgba[:, :, 3:4].astype(np.float32) * np.float32(1.0 / 255.0)
     ref = np.rint(roi + (rgba[:, :, :3].astype(np.float32) - roi) * a).astype(np.uint8)

@@ -71,6 +71,11 @@ def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pra
             a8 = rgba[y, x, 3]
             if a8 == 0:
                 continue
+            if a8 == 255:  # the opaque inside of the face: the formula gives the crop exactly
+                roi[y, x, 0] = rgba[y, x, 0]
+                roi[y, x, 1] = rgba[y, x, 1]
+                roi[y, x, 2] = rgba[y, x, 2]
+                continue
             a = np.float32(a8) * inv
             for c in range(3):
                 f = np.float32(roi[y, x, c])
