@@ -303,3 +303,15 @@ def test_session_time_is_accounted(standin_cfg: KioskConfig) -> None:
     t = pipe.times
     assert 0 < t.session_ms < t.total_ms
     assert t.detect_ms + t.align_ms + t.swap_ms <= t.total_ms + 1e-6
+
+
+def test_set_rgb_keeps_alpha() -> None:
+    rng = np.random.default_rng(5)
+    rgba = rng.integers(0, 256, (9, 7, 4), np.uint8)
+    bgr = rng.integers(0, 256, (9, 7, 3), np.uint8)
+    ref = rgba.copy()
+    ref[:, :, :3] = bgr
+    kernels.set_rgb(rgba, bgr)
+    np.testing.assert_array_equal(rgba, ref)
+    with pytest.raises(ValueError):
+        kernels.set_rgb(rgba, bgr[:4])

@@ -10,6 +10,7 @@ caller preallocated. The kernels release the GIL, so the capture and render thre
   ``clip((x + add) * mul, 0, 255)`` truncated (insightface's swapper) or rounded (GFPGAN).
 - :func:`blend_rgba`: the paste-back blend in place, ``roi += (rgb - roi) * a / 255`` rounded half
   to even, with the same float32 arithmetic as the numpy expression it replaces.
+- :func:`set_rgb`: a crop into the colour channels of its cached RGBA paste buffer.
 
 Compiled on first use and cached on disk (``cache=True``); :func:`warm_up` compiles them all.
 """
@@ -83,6 +84,15 @@ def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pra
                 roi[y, x, c] = np.uint8(np.rint(v))
 
 
+@njit(cache=True, nogil=True)
+def _set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:  # pragma: no cover - compiled
+    for y in range(bgr.shape[0]):
+        for x in range(bgr.shape[1]):
+            rgba[y, x, 0] = bgr[y, x, 0]
+            rgba[y, x, 1] = bgr[y, x, 1]
+            rgba[y, x, 2] = bgr[y, x, 2]
+
+
 def hwc_to_planar(
     src_bgr: NDArray[np.uint8],
     dst: NDArray[np.float32],
@@ -121,6 +131,14 @@ def blend_rgba(roi_bgr: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:
     _blend_rgba(roi_bgr, rgba)
 
 
+def set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:
+    """``rgba[:, :, :3] = bgr`` (same h, w), leaving the alpha channel as it is; numpy's strided
+    copy of a 128 px crop costs eight times as much."""
+    if rgba.shape[:2] != bgr.shape[:2] or rgba.shape[2] != 4 or bgr.shape[2] != 3:
+        raise ValueError(f"rgba {rgba.shape} and bgr {bgr.shape} differ")
+    _set_rgb(rgba, bgr)
+
+
 def warm_up() -> None:
     """Compile (or load from the cache) every kernel once, for each layout the pipeline uses."""
     img = np.zeros((4, 4, 3), np.uint8)
@@ -130,4 +148,5 @@ def warm_up() -> None:
     out = np.zeros((4, 4, 3), np.uint8)
     planar_to_bgr(np.zeros((1, 3, 4, 4), np.float32)[0], out)
     blend_rgba(img[:2, :2], np.zeros((2, 2, 4), np.uint8))
+    set_rgb(np.zeros((4, 4, 4), np.uint8), img)
     blend_rgba(np.zeros((2, 2, 3), np.uint8), np.zeros((4, 4, 4), np.uint8)[:2, :2])

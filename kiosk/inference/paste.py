@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.inference.kernels import blend_rgba
+from kiosk.inference.kernels import blend_rgba, set_rgb
 from kiosk.types import Affine2x3, FrameBGR
 
 MASK_MARGIN_FRAC = 0.02
@@ -92,7 +92,7 @@ class PasteBack:
         x0, y0, x1, y1 = box
         w, h = x1 - x0, y1 - y0
         rgba = self._crop_rgba(size_px)
-        rgba[:, :, :3] = crop_bgr
+        set_rgb(rgba, crop_bgr)
         inv = cv2.invertAffineTransform(affine)
         inv[0, 2] -= x0
         inv[1, 2] -= y0
