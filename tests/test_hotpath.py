@@ -315,3 +315,33 @@ def test_set_rgb_keeps_alpha() -> None:
     np.testing.assert_array_equal(rgba, ref)
     with pytest.raises(ValueError):
         kernels.set_rgb(rgba, bgr[:4])
+
+
+def _similarity_numpy(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The numpy closed form the compiled kernel replaced."""
+    src = np.asarray(src, np.float64)
+    dst = np.asarray(dst, np.float64)
+    sm, dm = src.mean(axis=0), dst.mean(axis=0)
+    p, q = src - sm, dst - dm
+    norm = float(np.einsum("ij,ij->", p, p))
+    a = float(np.einsum("ij,ij->", p, q)) / norm
+    b = float(p[:, 0] @ q[:, 1] - p[:, 1] @ q[:, 0]) / norm
+    return np.array([[a, -b, dm[0] - (a * sm[0] - b * sm[1])], [b, a, dm[1] - (b * sm[0] + a * sm[1])]])
+
+
+def test_compiled_similarity_equals_the_numpy_formula() -> None:
+    from kiosk.inference.align import align_matrix, template_for
+
+    rng = np.random.default_rng(7)
+    dst = template_for("arcface_128", 128)
+    for _ in range(200):
+        kps = (dst * rng.uniform(0.3, 4.0) + rng.uniform(-50, 1500, 2) + rng.normal(0, 3, (5, 2))).astype(
+            np.float32
+        )
+        ref = _similarity_numpy(kps, dst)
+        np.testing.assert_allclose(align_matrix(kps, "arcface_128", 128), ref, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(
+            estimate_similarity(kps.astype(np.float64), dst), ref, rtol=1e-12, atol=1e-9
+        )
+    with pytest.raises(ValueError, match="degenerate"):
+        estimate_similarity(np.ones((5, 2), np.float32), dst)
