@@ -191,6 +191,12 @@ class ProcessingConfig(_Section):
         "all",
         description="Faces swapped: all (up to max_faces), the largest one, or the one nearest the centre.",
     )
+    pipelined: bool = Field(
+        False,
+        description="Detect the next frame on a second thread (its own detector session) while this "
+        "frame's faces are swapped: more frames per second when both stages are slow, one frame more "
+        "latency.",
+    )
 
 
 class FacesConfig(_Section):
