@@ -52,17 +52,21 @@ def _planar_to_bgr(
     h, w = dst.shape[0], dst.shape[1]
     a = np.float32(add)
     k = np.float32(mul)
+    lo = np.float32(0.0)
+    hi = np.float32(255.0)
+    row = np.empty(w, np.float32)
     for c in range(3):
         for y in range(h):
+            plane = src[c, y]
+            # Scale and clip a row first (branch-free, so it vectorises), then convert and store.
             for x in range(w):
-                v = (src[c, y, x] + a) * k
-                if v < 0:
-                    v = np.float32(0.0)
-                elif v > 255:
-                    v = np.float32(255.0)
-                if rounding:
-                    v = np.rint(v)
-                dst[y, x, 2 - c] = np.uint8(v)
+                row[x] = min(max((plane[x] + a) * k, lo), hi)
+            if rounding:
+                for x in range(w):
+                    dst[y, x, 2 - c] = np.uint8(np.rint(row[x]))
+            else:
+                for x in range(w):
+                    dst[y, x, 2 - c] = np.uint8(row[x])
 
 
 @njit(cache=True, nogil=True, fastmath=False)
