@@ -31,18 +31,18 @@ def _hwc_to_planar(
     h, w = src.shape[0], src.shape[1]
     m = np.float32(mean)
     s = np.float32(inv_std)
+    # The 256 possible results of (x - mean) * inv_std, each computed as before: a table look-up
+    # per sample instead of two float operations, one plane row at a time.
+    lut = np.empty(256, np.float32)
+    for i in range(256):
+        lut[i] = (np.float32(i) - m) * s
     for y in range(h):
-        for x in range(w):
-            b = np.float32(src[y, x, 0])
-            g = np.float32(src[y, x, 1])
-            r = np.float32(src[y, x, 2])
-            if swap_rb:
-                dst[0, y, x] = (r - m) * s
-                dst[2, y, x] = (b - m) * s
-            else:
-                dst[0, y, x] = (b - m) * s
-                dst[2, y, x] = (r - m) * s
-            dst[1, y, x] = (g - m) * s
+        row = src[y]
+        for c in range(3):
+            sc = 2 - c if swap_rb else c
+            plane = dst[c, y]
+            for x in range(w):
+                plane[x] = lut[row[x, sc]]
 
 
 @njit(cache=True, nogil=True, fastmath=False)
