@@ -345,3 +345,35 @@ def test_compiled_similarity_equals_the_numpy_formula() -> None:
         )
     with pytest.raises(ValueError, match="degenerate"):
         estimate_similarity(np.ones((5, 2), np.float32), dst)
+
+
+def _nms_numpy(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
+    """The numpy greedy NMS the compiled loop replaced (insightface's)."""
+    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
+    order = np.argsort(-scores, kind="stable")
+    keep: list[int] = []
+    while order.size > 0:
+        i = int(order[0])
+        keep.append(i)
+        rest = order[1:]
+        w = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]) + 1)
+        h = np.maximum(0.0, np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]) + 1)
+        inter = w * h
+        order = rest[inter / (areas[i] + areas[rest] - inter) <= iou]
+    return keep
+
+
+def test_compiled_nms_equals_the_numpy_loop() -> None:
+    from kiosk.inference.detector import nms
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 7, 40, 200):
+        xy = rng.uniform(0, 600, (n, 2)).astype(np.float32)
+        wh = rng.uniform(5, 120, (n, 2)).astype(np.float32)
+        boxes = np.concatenate([xy, xy + wh], axis=1)
+        if n > 4:
+            boxes[3] = boxes[2]  # an exact duplicate, and tied scores
+        scores = rng.uniform(0.5, 1.0, n).astype(np.float32).round(2)
+        for iou in (0.0, 0.4, 0.7):
+            assert nms(boxes, scores, iou) == _nms_numpy(boxes, scores, iou)
