@@ -170,3 +170,49 @@ def test_a_worker_that_never_answers_times_out(standin_dir: Path) -> None:
     finally:
         release.set()
         stage.close()
+
+
+@pytest.mark.parametrize("composite", ["cpu", "gpu"])
+def test_booth_processor_pipelined_shows_the_sequential_frames(
+    tmp_path: Path, standin_dir: Path, det_500m: Path, t1_bgr: np.ndarray, composite: str
+) -> None:
+    import cv2
+
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import make_library
+    from kiosk.booth.processor import BoothProcessor, build_booth_processor
+
+    folder = tmp_path / "faces"
+    folder.mkdir()
+    assert cv2.imwrite(str(folder / "alice.jpg"), np.ascontiguousarray(t1_bgr[150:650, 0:300]))
+    base = make_cfg(standin_dir, detector=str(det_500m))
+    clip = [np.ascontiguousarray(np.roll(t1_bgr, 3 * i, axis=1)) for i in range(4)]
+    shown: dict[bool, list[tuple[np.ndarray, list[list[float]]]]] = {}
+    for pipelined in (False, True):
+        cfg = base.model_copy(
+            update={
+                "processing": base.processing.model_copy(update={"pipelined": pipelined}),
+                "faces": base.faces.model_copy(
+                    update={"dir": str(folder), "cache_dir": str(tmp_path / "cache")}
+                ),
+                "display": base.display.model_copy(update={"composite": composite}),
+            }
+        )
+        proc = build_booth_processor(cfg, make_library(cfg), ControlState())
+        assert isinstance(proc, BoothProcessor) and (proc.pipelined is not None) == pipelined
+        got = []
+        try:
+            for frame in clip:
+                out = new_swap_result()
+                out.frame_bgr = np.empty_like(frame)
+                proc.process(frame, out)
+                assert out.faces and out.faces_pasted == (composite == "cpu")
+                got.append((out.frame_bgr.copy(), _boxes(out.faces)))
+            assert proc.result_lag == (1 if pipelined else 0)
+        finally:
+            proc.close()
+        shown[pipelined] = got
+    ref = shown[False]
+    for (img, boxes), (r_img, r_boxes) in zip(shown[True], [ref[0], ref[0], ref[1], ref[2]], strict=True):
+        assert boxes == r_boxes
+        np.testing.assert_array_equal(img, r_img)
