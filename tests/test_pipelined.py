@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -216,3 +217,24 @@ def test_booth_processor_pipelined_shows_the_sequential_frames(
     for (img, boxes), (r_img, r_boxes) in zip(shown[True], [ref[0], ref[0], ref[1], ref[2]], strict=True):
         assert boxes == r_boxes
         np.testing.assert_array_equal(img, r_img)
+
+
+def test_a_frame_left_in_flight_too_long_is_not_shown(
+    standin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kiosk.pipelined as pl
+
+    cfg = make_cfg(standin_dir)
+    stage = PipelinedDetection.from_config(cfg, _pipe(cfg, tracking=False))
+    a, b, c = _clip(3)
+    try:
+        stage.next(a).wait()
+        assert stage.next(b).frame_bgr is not None and stage.result_lag == 1
+        monkeypatch.setattr(pl, "STALE_S", 0.05)
+        time.sleep(0.1)  # swapping was paused (staff bypass): frame b is old now
+        job = stage.next(c)
+        assert stage.result_lag == 0
+        np.testing.assert_array_equal(job.frame_bgr, c)
+        job.wait()
+    finally:
+        stage.close()
