@@ -4,7 +4,11 @@ The earlier tree is extracted with ``git archive`` into a temporary folder; each
 own subprocess, alternately, several rounds (so the load other jobs put on the machine hits both
 alike), and reports the median ms per frame of ``SwapPipeline.process_into`` with CPU paste-back,
 the time inside ONNX Runtime (``InferenceSession.run`` / ``run_with_iobinding``, timed by the same
-wrapper in both) and the difference: the pipeline's own overhead.
+wrapper in both) and the difference: the pipeline's own overhead, split into its parts (detector
+letterbox, detector post-processing, per-face crop + blob, ``to_bgr``, paste-back, the rest: frame
+copy and bookkeeping). Then once more with the model calls returning at once, the CPU time per
+frame (OpenCV on one thread): the overhead's work alone, much less sensitive to other jobs than
+wall time.
 
     .venv/bin/python benchmarks/bench_hotpath.py [--before b982620] [--size 1920x1080] [--rounds 5]
 
@@ -60,17 +64,69 @@ else:
     pipe._latent = latent
 frame = np.load(frame_path)
 out = np.empty_like(frame)
+
+# Per-part wall time outside session.run: the same methods wrapped in both trees.
+from kiosk.inference.detector import FaceDetector
+from kiosk.inference.paste import PasteBack
+from kiosk.inference.swapper import InSwapper
+parts = {}
+def part(cls, name, key):
+    fn = getattr(cls, name)
+    def wrapper(*a, **k):
+        s0, t0 = spent[0], time.perf_counter()
+        try:
+            return fn(*a, **k)
+        finally:
+            parts[key] = parts.get(key, 0.0) + (time.perf_counter() - t0) - (spent[0] - s0)
+    setattr(cls, name, staticmethod(wrapper) if isinstance(cls.__dict__.get(name), staticmethod) else wrapper)
+part(FaceDetector, "detect", "detect")
+part(FaceDetector, "_letterbox", "letterbox")
+part(InSwapper, "align", "crop+blob")
+part(InSwapper, "to_bgr", "to_bgr")
+part(PasteBack, "paste", "paste")
 for _ in range(5):
     pipe.process_into(frame, out)
-totals, sessions = [], []
+totals, sessions, breakdown = [], [], []
 for _ in range(n):
     spent[0] = 0.0
+    parts.clear()
     t0 = time.perf_counter()
     pipe.process_into(frame, out)
     totals.append((time.perf_counter() - t0) * 1e3)
     sessions.append(spent[0] * 1e3)
-print(json.dumps({"total": totals, "session": sessions, "faces": pipe.times.faces}))
+    breakdown.append({k: v * 1e3 for k, v in parts.items()})
+
+# Without the models: ONNX Runtime calls return at once (the bound outputs keep the last real
+# frame's values, so the same faces are found); the CPU time per frame (OpenCV on one thread) is then the
+# overhead alone, and counts much less of what other jobs on the machine do than wall time.
+last = {}
+def fake_run(self, names, feeds, *a, **k):
+    return last[id(self)]
+def record_run(fn):
+    def wrapper(self, names, feeds, *a, **k):
+        res = fn(self, names, feeds, *a, **k)
+        last[id(self)] = res
+        return res
+    return wrapper
+real_run = ort.InferenceSession.run
+ort.InferenceSession.run = record_run(real_run)
+for _ in range(3):
+    pipe.process_into(frame, out)
+ort.InferenceSession.run = fake_run
+ort.InferenceSession.run_with_iobinding = lambda self, binding, *a, **k: None
+import cv2
+cv2.setNumThreads(1)  # idle pool threads would count too: one thread, the work alone
+for _ in range(3):
+    pipe.process_into(frame, out)
+cpu = []
+for _ in range(n):
+    c0 = time.process_time()
+    pipe.process_into(frame, out)
+    cpu.append((time.process_time() - c0) * 1e3)
+print(json.dumps({"total": totals, "session": sessions, "faces": pipe.times.faces, "parts": breakdown, "cpu": cpu}))
 """
+
+PARTS = ("letterbox", "detect post", "crop+blob", "to_bgr", "paste", "rest")
 
 
 def main() -> int:
@@ -101,6 +157,7 @@ def main() -> int:
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(before)], input=archive, check=True)
         runs: dict[str, dict[str, list[float]]] = {"before": {}, "now": {}}
+        per_part: dict[str, dict[str, list[float]]] = {"before": {}, "now": {}}
         faces = {}
         for _ in range(args.rounds):
             for name, path in (("before", before), ("now", ROOT)):
@@ -115,16 +172,33 @@ def main() -> int:
                         str(tmp / "frame.npy"),
                         str(args.frames),
                     ],
-                    check=True,
                     capture_output=True,
                     text=True,
                     env=env,
                     cwd=str(tmp),
                 )
+                if res.returncode != 0:
+                    raise SystemExit(f"{name} worker failed:\n{res.stderr[-3000:]}")
                 data = json.loads(res.stdout.strip().splitlines()[-1])
                 faces[name] = data["faces"]
-                for key in ("total", "session"):
+                for key in ("total", "session", "cpu"):
                     runs[name].setdefault(key, []).extend(data[key])
+                for total, session, got in zip(data["total"], data["session"], data["parts"], strict=True):
+                    split = {
+                        "letterbox": got.get("letterbox", 0.0),
+                        "detect post": got.get("detect", 0.0) - got.get("letterbox", 0.0),
+                        "crop+blob": got.get("crop+blob", 0.0),
+                        "to_bgr": got.get("to_bgr", 0.0),
+                        "paste": got.get("paste", 0.0),
+                    }
+                    split["rest"] = (
+                        total
+                        - session
+                        - got.get("detect", 0.0)
+                        - sum(split[k] for k in ("crop+blob", "to_bgr", "paste"))
+                    )
+                    for key, value in split.items():
+                        per_part[name].setdefault(key, []).extend([value])
     print(
         f"frame {w}x{h}, faces {faces}, {args.rounds} alternating rounds x {args.frames} frames, load {os.getloadavg()[0]:.1f}"
     )
@@ -141,6 +215,20 @@ def main() -> int:
     print(
         f"ratio now/before: total {med['now'][0] / med['before'][0]:.3f}, "
         f"outside session.run {med['now'][2] / med['before'][2]:.3f}"
+    )
+    print("outside session.run per part, ms per frame p50 (min):")
+    print("part          " + "".join(f"{name:>18}" for name in ("before", "now")))
+    for key in PARTS:
+        cells = "".join(
+            f"{np.median(per_part[name][key]):10.3f} ({np.min(per_part[name][key]):.3f})"
+            for name in ("before", "now")
+        )
+        print(f"{key:<12}{cells}")
+    cpu = {name: np.array(runs[name]["cpu"]) for name in ("before", "now")}
+    print(
+        "without the models (session calls return at once), CPU ms per frame, one OpenCV thread: "
+        + ", ".join(f"{name} p50 {np.median(cpu[name]):.2f} min {cpu[name].min():.2f}" for name in cpu)
+        + f"; ratio now/before p50 {np.median(cpu['now']) / np.median(cpu['before']):.3f}"
     )
     return 0
 

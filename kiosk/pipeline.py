@@ -21,6 +21,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -46,9 +47,13 @@ from kiosk.processing import PassThrough, Processor
 from kiosk.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
+if TYPE_CHECKING:
+    from kiosk.pipelined import PipelinedDetection
+
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "Detection",
     "PipelineProcessor",
     "StageTimes",
     "SwapPipeline",
@@ -206,6 +211,19 @@ class TrackingOptions:
         )
 
 
+@dataclass(frozen=True)
+class Detection:
+    """One frame's faces to swap (detected, tracked, chosen by the policy) and what finding them
+    cost: :meth:`SwapPipeline.find_faces`, handed to :meth:`SwapPipeline.process_into` by a
+    pipelined processor (:mod:`kiosk.pipelined`)."""
+
+    faces: list[Face]
+    detect_ms: float = 0.0
+    track_ms: float = 0.0
+    session_ms: float = 0.0
+    full_detection: bool = True
+
+
 #: Crop buffers per face in flight: a returned crop stays valid for this many calls minus one
 #: (the processing triple buffer holds at most three results).
 CROP_RING = 4
@@ -258,6 +276,7 @@ class SwapPipeline:
         self._face_ids: list[int | None] = []
         self._occlusion_scratch: dict[int, NDArray[np.float32]] = {}
         self.tracker: FaceTracker | None = None
+        self.tracking_options: TrackingOptions | None = None
         self._roi_detector: FaceDetector | None = None
         self._frame_idx = 0
         self._chosen_ids: list[int] = []
@@ -332,6 +351,7 @@ class SwapPipeline:
         ``detect_every`` frames or when a face is lost, the five keypoints are One-Euro smoothed
         before alignment, and a face whose detection is missed stays swapped (held where it was)
         for ``hold_frames`` frames."""
+        self.tracking_options = options
         if options is None:
             self.tracker = None
             self._roi_detector = None
@@ -499,6 +519,7 @@ class SwapPipeline:
         paste: bool = True,
         t: float | None = None,
         reuse: list[SwappedFace] | None = None,
+        detected: Detection | None = None,
     ) -> list[SwappedFace]:
         """Swap the faces of ``frame_bgr``; return them as (crop, frame→crop affine, face) records.
 
@@ -510,6 +531,8 @@ class SwapPipeline:
         ``reuse``: the faces this result replaces (e.g. the triple-buffer slot's previous faces):
         their crop arrays are written again instead of the pipeline's own ring of crop buffers.
         Without it a returned crop stays valid for the next ``CROP_RING - 1`` calls.
+        ``detected``: this frame's faces, already found by :meth:`find_faces` (on another thread,
+        by another pipeline with its own detector session): no detection runs here.
         """
         if self._latent is None:
             raise RuntimeError("no source face: call set_source(face_bgr) first")
@@ -519,9 +542,13 @@ class SwapPipeline:
         times = StageTimes()
         session_before = sum(r.run_ms for r in self.runners)
         t0 = time.perf_counter()
-        faces = self._find_faces(frame_bgr, t0 if t is None else t, times)
-        t1 = time.perf_counter()
-        times.detect_ms = (t1 - t0) * 1e3
+        if detected is None:
+            faces = self._find_faces(frame_bgr, t0 if t is None else t, times)
+            times.detect_ms = (time.perf_counter() - t0) * 1e3
+        else:
+            faces = detected.faces
+            times.detect_ms, times.track_ms = detected.detect_ms, detected.track_ms
+            times.full_detection = detected.full_detection
         if paste:
             assert out_bgr is not None
             np.copyto(out_bgr, frame_bgr)
@@ -620,8 +647,29 @@ class SwapPipeline:
         times.faces = len(faces)
         times.total_ms = (time.perf_counter() - t0) * 1e3
         times.session_ms = sum(r.run_ms for r in self.runners) - session_before
+        if detected is not None:
+            times.session_ms += detected.session_ms
         self.times = times
         return result
+
+    def find_faces(self, frame_bgr: FrameBGR, t: float | None = None) -> Detection:
+        """The first stage of :meth:`process_into` on its own: this frame's faces and their cost.
+        Tracking state advances, so call it once per frame, in frame order."""
+        before = self._detector_run_ms()
+        t0 = time.perf_counter()
+        times = StageTimes()
+        faces = self._find_faces(frame_bgr, t0 if t is None else t, times)
+        return Detection(
+            faces,
+            detect_ms=(time.perf_counter() - t0) * 1e3,
+            track_ms=times.track_ms,
+            session_ms=self._detector_run_ms() - before,
+            full_detection=times.full_detection,
+        )
+
+    def _detector_run_ms(self) -> float:
+        roi = self._roi_detector
+        return self.detector.runner.run_ms + (roi.runner.run_ms if roi is not None else 0.0)
 
     def _find_faces(self, frame_bgr: FrameBGR, t: float, times: StageTimes) -> list[Face]:
         """This frame's faces to swap: detected (and tracked and smoothed), chosen by the policy.
@@ -643,7 +691,7 @@ class SwapPipeline:
         assert self.tracker is not None
         roi_det = self._roi_detector
         roi = roi_geometry(frame_bgr.shape, self.detector.det_size, roi_det.det_size) if roi_det else None
-        before = sum(r.run_ms for r in self.runners)
+        before = self._detector_run_ms()
         a = time.perf_counter()
         full_runs = self.detector.runner.runs
         tracks = detect_and_track(
@@ -662,7 +710,7 @@ class SwapPipeline:
         self._chosen_ids = [tr.id for tr in chosen]
         self._face_ids = list(self._chosen_ids)
         # The tracker's own time: the detection call minus the time the detectors spent.
-        times.track_ms = (time.perf_counter() - a) * 1e3 - (sum(r.run_ms for r in self.runners) - before)
+        times.track_ms = (time.perf_counter() - a) * 1e3 - (self._detector_run_ms() - before)
         return [tr.face for tr in chosen]
 
     def _crop_buffer(
@@ -749,13 +797,29 @@ def missing_models_notice(cfg: KioskConfig, include_enhancer: bool | None = None
 
 
 class PipelineProcessor:
-    """:class:`~kiosk.processing.Processor` running :class:`SwapPipeline` on each new frame."""
+    """:class:`~kiosk.processing.Processor` running :class:`SwapPipeline` on each new frame.
 
-    def __init__(self, pipe: SwapPipeline, notice: str = "") -> None:
+    With ``pipelined`` (``processing.pipelined``) the frame is handed to its detection worker and
+    the previous frame is swapped meanwhile (:mod:`kiosk.pipelined`; ``result_lag`` is then 1)."""
+
+    def __init__(
+        self, pipe: SwapPipeline, notice: str = "", pipelined: PipelinedDetection | None = None
+    ) -> None:
         self.pipe = pipe
+        self.pipelined = pipelined
         self.name, fallback_notice = stage_label(pipe)
         self.notice = notice or fallback_notice
         self._error_logged = False
+
+    @property
+    def result_lag(self) -> int:
+        """Frames between the one handed to :meth:`process` and the one its result shows."""
+        return self.pipelined.result_lag if self.pipelined is not None else 0
+
+    def close(self) -> None:
+        """Stop the detection worker (pipelined); also done when the processor is dropped."""
+        if self.pipelined is not None:
+            self.pipelined.close()
 
     def select_source(self, face_bgr: FrameBGR, key: str | None = None) -> Face:
         """Switch the face swapped in (latents are cached per ``key``)."""
@@ -763,7 +827,12 @@ class PipelineProcessor:
 
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         try:
-            faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
+            if self.pipelined is None:
+                faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
+            else:
+                job = self.pipelined.next(frame_bgr)
+                frame_bgr = job.frame_bgr  # the frame this result shows (the previous one)
+                faces = self.pipe.process_into(frame_bgr, out.frame_bgr, detected=job.wait())
         except Exception as exc:  # keep showing the camera whatever a model does
             if not self._error_logged:
                 log.exception("face swap failed; showing the camera unchanged")
@@ -803,6 +872,15 @@ def build_processor(cfg: KioskConfig) -> Processor:
         return PassThrough(notice=f"source face: {exc}")
     except NoFaceError:
         return PassThrough(notice=f"no face found in {src_path} — use a clear frontal photo")
-    proc = PipelineProcessor(pipe)
-    log.info("face swap ready: %s, source %s", proc.name, src_path)
+    pipelined = None
+    if cfg.processing.pipelined:
+        from kiosk.pipelined import PipelinedDetection
+
+        try:
+            pipelined = PipelinedDetection.from_config(cfg, pipe)
+        except ModelError as exc:
+            log.error("%s", exc)
+            return PassThrough(notice=f"{exc}")
+    proc = PipelineProcessor(pipe, pipelined=pipelined)
+    log.info("face swap ready: %s, source %s%s", proc.name, src_path, ", pipelined" if pipelined else "")
     return proc

@@ -120,6 +120,7 @@ class InferenceThread(threading.Thread):
         return delay
 
     def run(self) -> None:
+        prev_frame = (0, 0.0)  # seq and capture time of the frame before this one
         while not self._stop_event.is_set():
             if not self.inp.wait(0.05):
                 continue
@@ -136,8 +137,11 @@ class InferenceThread(threading.Thread):
                 stage: Processor = self._bypass  # staff turned swapping off: the visitor's real face
             else:
                 stage = processor or self._fallback
+            lag = 0
             try:
                 stage.process(frame.frame_bgr, out)
+                # A pipelined stage (processing.pipelined) returns the previous frame's result.
+                lag = getattr(stage, "result_lag", 0)
             except Exception as exc:
                 self._on_error(processor, exc)
                 PassThrough(
@@ -148,8 +152,8 @@ class InferenceThread(threading.Thread):
                     self._restart_delay = self._restart_initial_s
             t1 = time.perf_counter()
             self.process_ms.add((t1 - t0) * 1000.0)
-            out.seq = frame.seq
-            out.t_capture = frame.t_capture
+            out.seq, out.t_capture = prev_frame if lag else (frame.seq, frame.t_capture)
+            prev_frame = (frame.seq, frame.t_capture)
             out.t_processed = t1
             self.out.publish()
             self.rate.tick(t1)

@@ -144,6 +144,7 @@ def test_blend_equals_numpy() -> None:
     frame = rng.integers(0, 256, (100, 120, 3), np.uint8)
     rgba = rng.integers(0, 256, (40, 50, 4), np.uint8)
     rgba[:10, :, 3] = 0
+    rgba[10:20, :, 3] = 255  # the opaque fast path
     roi = frame[20:60, 30:80].astype(np.float32)
     a = rgba[:, :, 3:4].astype(np.float32) * np.float32(1.0 / 255.0)
     ref = np.rint(roi + (rgba[:, :, :3].astype(np.float32) - roi) * a).astype(np.uint8)
@@ -312,3 +313,77 @@ def test_session_time_is_accounted(standin_cfg: KioskConfig) -> None:
     t = pipe.times
     assert 0 < t.session_ms < t.total_ms
     assert t.detect_ms + t.align_ms + t.swap_ms <= t.total_ms + 1e-6
+
+
+def test_set_rgb_keeps_alpha() -> None:
+    rng = np.random.default_rng(5)
+    rgba = rng.integers(0, 256, (9, 7, 4), np.uint8)
+    bgr = rng.integers(0, 256, (9, 7, 3), np.uint8)
+    ref = rgba.copy()
+    ref[:, :, :3] = bgr
+    kernels.set_rgb(rgba, bgr)
+    np.testing.assert_array_equal(rgba, ref)
+    with pytest.raises(ValueError):
+        kernels.set_rgb(rgba, bgr[:4])
+
+
+def _similarity_numpy(src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The numpy closed form the compiled kernel replaced."""
+    src = np.asarray(src, np.float64)
+    dst = np.asarray(dst, np.float64)
+    sm, dm = src.mean(axis=0), dst.mean(axis=0)
+    p, q = src - sm, dst - dm
+    norm = float(np.einsum("ij,ij->", p, p))
+    a = float(np.einsum("ij,ij->", p, q)) / norm
+    b = float(p[:, 0] @ q[:, 1] - p[:, 1] @ q[:, 0]) / norm
+    return np.array([[a, -b, dm[0] - (a * sm[0] - b * sm[1])], [b, a, dm[1] - (b * sm[0] + a * sm[1])]])
+
+
+def test_compiled_similarity_equals_the_numpy_formula() -> None:
+    from kiosk.inference.align import align_matrix, template_for
+
+    rng = np.random.default_rng(7)
+    dst = template_for("arcface_128", 128)
+    for _ in range(200):
+        kps = (dst * rng.uniform(0.3, 4.0) + rng.uniform(-50, 1500, 2) + rng.normal(0, 3, (5, 2))).astype(
+            np.float32
+        )
+        ref = _similarity_numpy(kps, dst)
+        np.testing.assert_allclose(align_matrix(kps, "arcface_128", 128), ref, rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(
+            estimate_similarity(kps.astype(np.float64), dst), ref, rtol=1e-12, atol=1e-9
+        )
+    with pytest.raises(ValueError, match="degenerate"):
+        estimate_similarity(np.ones((5, 2), np.float32), dst)
+
+
+def _nms_numpy(boxes: np.ndarray, scores: np.ndarray, iou: float) -> list[int]:
+    """The numpy greedy NMS the compiled loop replaced (insightface's)."""
+    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
+    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
+    order = np.argsort(-scores, kind="stable")
+    keep: list[int] = []
+    while order.size > 0:
+        i = int(order[0])
+        keep.append(i)
+        rest = order[1:]
+        w = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]) + 1)
+        h = np.maximum(0.0, np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]) + 1)
+        inter = w * h
+        order = rest[inter / (areas[i] + areas[rest] - inter) <= iou]
+    return keep
+
+
+def test_compiled_nms_equals_the_numpy_loop() -> None:
+    from kiosk.inference.detector import nms
+
+    rng = np.random.default_rng(11)
+    for n in (0, 1, 2, 7, 40, 200):
+        xy = rng.uniform(0, 600, (n, 2)).astype(np.float32)
+        wh = rng.uniform(5, 120, (n, 2)).astype(np.float32)
+        boxes = np.concatenate([xy, xy + wh], axis=1)
+        if n > 4:
+            boxes[3] = boxes[2]  # an exact duplicate, and tied scores
+        scores = rng.uniform(0.5, 1.0, n).astype(np.float32).round(2)
+        for iou in (0.0, 0.4, 0.7):
+            assert nms(boxes, scores, iou) == _nms_numpy(boxes, scores, iou)

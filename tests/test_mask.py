@@ -243,8 +243,11 @@ def test_occlusion_parser_keeps_the_visitors_pixels(
     standin_dir: Path, det_500m: Path, astronaut: np.ndarray, enhance: bool
 ) -> None:
     parser = LowerHalfParser()
-    pipe = mask_pipe(standin_dir, det_500m, astronaut, {"enhance": enhance}, occlusion=True)
+    # from_config with mask.occlusion would load the real parser file (tests/test_face_parser.py
+    # covers that); here the occlusion option and a fake parser are set on the pipeline directly.
+    pipe = mask_pipe(standin_dir, det_500m, astronaut, {"enhance": enhance})
     assert pipe.enhance == enhance
+    pipe.masks = MaskBuilder(MaskOptions(occlusion=True))
     pipe.face_parser = parser
     out = np.empty_like(astronaut)
     faces = pipe.process_into(astronaut, out)

@@ -142,3 +142,36 @@ def test_a_stage_that_fails_to_build_is_retried_with_backoff():
     finally:
         stop.set()
         t.join(2)
+
+
+class Delayed:
+    """A stage that shows the previous frame (as a pipelined one does): ``result_lag`` 1."""
+
+    name = "delayed"
+
+    def __init__(self) -> None:
+        self.prev: np.ndarray | None = None
+        self.result_lag = 0
+
+    def process(self, frame_bgr, out: SwapResult) -> None:
+        shown = frame_bgr if self.prev is None else self.prev
+        self.result_lag = 0 if self.prev is None else 1
+        np.copyto(out.frame_bgr, shown)
+        self.prev = frame_bgr.copy()
+
+
+def test_a_lagging_stage_result_carries_the_seq_of_the_frame_it_shows():
+    t, inp, out, stop = _start(Delayed)
+    try:
+        deadline = time.time() + 3
+        while t.processor_name != "delayed" and time.time() < deadline:
+            time.sleep(0.01)
+        seen = []
+        for value in (20, 21, 22):
+            _feed(inp, value)
+            r = _next(out)
+            seen.append((int(r.frame_bgr[0, 0, 0]), r.seq))
+        assert seen == [(20, 20), (20, 20), (21, 21)]
+    finally:
+        stop.set()
+        t.join(2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -14,6 +15,9 @@ from kiosk.inference.errors import ModelError
 from kiosk.pipeline import SwapPipeline, missing_models_notice, model_paths, stage_label
 from kiosk.processing import PassThrough, Processor
 from kiosk.types import FrameBGR, SwapResult
+
+if TYPE_CHECKING:
+    from kiosk.pipelined import PipelinedDetection
 
 log = logging.getLogger(__name__)
 
@@ -33,8 +37,10 @@ class BoothProcessor:
         controls: ControlState,
         cfg: KioskConfig,
         model_digest: str,
+        pipelined: PipelinedDetection | None = None,
     ) -> None:
         self.pipe = pipe
+        self.pipelined = pipelined
         self.library = library
         self.controls = controls
         self.rescan_s = cfg.faces.rescan_s
@@ -44,6 +50,16 @@ class BoothProcessor:
         folder = str(library.folder) if library.folder else "faces.dir"
         self._no_faces = PassThrough(f"no usable face photos — add photos to {folder}")
         self._next_scan = time.monotonic() + self.rescan_s
+
+    @property
+    def result_lag(self) -> int:
+        """Frames between the one handed to :meth:`process` and the one its result shows."""
+        return self.pipelined.result_lag if self.pipelined is not None else 0
+
+    def close(self) -> None:
+        """Stop the detection worker (pipelined); also done when the processor is dropped."""
+        if self.pipelined is not None:
+            self.pipelined.close()
 
     def refresh_library(self) -> None:
         self.library.refresh(self.pipe, self.model_digest)
@@ -61,12 +77,16 @@ class BoothProcessor:
         if self.pipe.source_key != entry.key:
             self.pipe.use_latent(entry.latent, entry.key)
         self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
+        detected = None
+        if self.pipelined is not None:  # swap the previous frame while this one is detected
+            job = self.pipelined.next(frame_bgr)
+            frame_bgr, detected = job.frame_bgr, job.wait()
         if self.gpu_composite:
             # The renderer pastes the crops in its shader; publish the camera frame as it is.
-            faces = self.pipe.process_into(frame_bgr, None, paste=False, reuse=out.faces)
+            faces = self.pipe.process_into(frame_bgr, None, paste=False, reuse=out.faces, detected=detected)
             np.copyto(out.frame_bgr, frame_bgr)
         else:
-            faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
+            faces = self.pipe.process_into(frame_bgr, out.frame_bgr, detected=detected)
         out.faces[:] = faces
         out.faces_pasted = not self.gpu_composite
         out.faces_detected = self.pipe.times.faces
@@ -92,7 +112,16 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
     except ModelError as exc:
         log.error("%s", exc)
         return PassThrough(str(exc))
-    processor = BoothProcessor(pipe, library, controls, cfg, digest)
+    pipelined = None
+    if cfg.processing.pipelined:
+        from kiosk.pipelined import PipelinedDetection
+
+        try:
+            pipelined = PipelinedDetection.from_config(cfg, pipe)
+        except ModelError as exc:
+            log.error("%s", exc)
+            return PassThrough(str(exc))
+    processor = BoothProcessor(pipe, library, controls, cfg, digest, pipelined)
     processor.refresh_library()
     log.info("face swap ready: %s, %d faces", processor.name, len(library.entries))
     return processor

@@ -1,16 +1,19 @@
 """Face alignment: five-point templates and the similarity transform that maps a face onto them.
 
-Pure numpy + one cv2.warpAffine. The estimate is Umeyama's least-squares similarity (rotation,
-uniform scale, translation), the same as scikit-image's ``SimilarityTransform.estimate`` used by
+numpy, a small compiled kernel and one cv2.warpAffine. The estimate is Umeyama's least-squares
+similarity (rotation, uniform scale, translation), the same as scikit-image's ``SimilarityTransform.estimate`` used by
 insightface, without the scikit-image dependency.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.inference.kernels import similarity
 from kiosk.types import Affine2x3, FrameBGR
 
 #: ArcFace 112x112 five-point template (eyes, nose tip, mouth corners), insightface's ``arcface_dst``.
@@ -64,27 +67,29 @@ def estimate_similarity(src: NDArray[np.floating], dst: NDArray[np.floating]) ->
     ``b = Σ(xv − yu) / Σ|p|²``: the same optimum as the SVD route (a proper rotation, reflections
     excluded), without an SVD per face per frame.
     """
-    src = np.asarray(src, dtype=np.float64).reshape(-1, 2)
+    src = np.asarray(src).reshape(-1, 2)
+    if src.dtype not in (np.float32, np.float64):
+        src = src.astype(np.float64)
     dst = np.asarray(dst, dtype=np.float64).reshape(-1, 2)
-    src_mean = src.mean(axis=0)
-    dst_mean = dst.mean(axis=0)
-    p = src - src_mean
-    q = dst - dst_mean
-    norm = float(np.einsum("ij,ij->", p, p))
-    if norm <= 1e-12 * max(1.0, float(np.abs(src).max(initial=0.0)) ** 2):
+    if src.shape[0] == 0 or dst.shape != src.shape:
+        raise ValueError(f"expected two (N, 2) point sets, got {src.shape} and {dst.shape}")
+    m = similarity(src, dst)  # one compiled pass over the points (sums in float64)
+    if m is None:
         raise ValueError("degenerate landmarks: all points coincide")
-    a = float(np.einsum("ij,ij->", p, q)) / norm
-    b = float(p[:, 0] @ q[:, 1] - p[:, 1] @ q[:, 0]) / norm
-    m = np.empty((2, 3), dtype=np.float64)
-    m[0, 0], m[0, 1], m[1, 0], m[1, 1] = a, -b, b, a
-    m[0, 2] = dst_mean[0] - (a * src_mean[0] - b * src_mean[1])
-    m[1, 2] = dst_mean[1] - (b * src_mean[0] + a * src_mean[1])
     return m
+
+
+@lru_cache(maxsize=32)
+def _template64(name: str, size_px: int) -> NDArray[np.float64]:
+    """:func:`template_for` as float64, computed once per template and crop size (read-only)."""
+    dst = template_for(name, size_px).astype(np.float64)
+    dst.setflags(write=False)
+    return dst
 
 
 def align_matrix(kps: NDArray[np.floating], template: str, size_px: int) -> Affine2x3:
     """Frame→crop matrix that puts the five keypoints ``kps`` on ``template`` in a ``size_px`` crop."""
-    return estimate_similarity(kps, template_for(template, size_px))
+    return estimate_similarity(kps, _template64(template, size_px))
 
 
 def warp_crop(frame_bgr: FrameBGR, matrix: Affine2x3, size_px: int, out: FrameBGR | None = None) -> FrameBGR:

@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.inference.errors import ImageError, ModelSignatureError
-from kiosk.inference.kernels import hwc_to_planar
+from kiosk.inference.kernels import hwc_to_planar, nms_sorted
 from kiosk.inference.sessions import SessionRunner
 from kiosk.inference.specs import ModelSpec, check_signature
 from kiosk.types import Face, FrameBGR
@@ -37,20 +37,8 @@ STRIDES = (8, 16, 32)
 
 def nms(boxes: NDArray[np.float32], scores: NDArray[np.float32], iou: float) -> list[int]:
     """Greedy NMS as insightface's SCRFD (inclusive-pixel areas, keep IoU <= ``iou``)."""
-    x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
-    areas = (x2 - x1 + 1) * (y2 - y1 + 1)
     order = np.argsort(-scores, kind="stable")
-    keep: list[int] = []
-    while order.size > 0:
-        i = int(order[0])
-        keep.append(i)
-        rest = order[1:]
-        w = np.maximum(0.0, np.minimum(x2[i], x2[rest]) - np.maximum(x1[i], x1[rest]) + 1)
-        h = np.maximum(0.0, np.minimum(y2[i], y2[rest]) - np.maximum(y1[i], y1[rest]) + 1)
-        inter = w * h
-        overlap = inter / (areas[i] + areas[rest] - inter)
-        order = rest[overlap <= iou]
-    return keep
+    return nms_sorted(boxes, order, iou)
 
 
 class FaceDetector:

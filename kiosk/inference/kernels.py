@@ -14,6 +14,10 @@ caller preallocated. The kernels release the GIL, so the capture and render thre
   back into one BGR crop, interleaved (one pass each instead of a planar copy and a transpose).
 - :func:`blend_rgba`: the paste-back blend in place, ``roi += (rgb - roi) * a / 255`` rounded half
   to even, with the same float32 arithmetic as the numpy expression it replaces.
+- :func:`similarity`: the five-point similarity transform of the alignment, without numpy's
+  per-call overhead (25 us a face in numpy).
+- :func:`nms_sorted`: the detector's greedy NMS in one compiled loop (numpy: one pass per kept box).
+- :func:`set_rgb`: a crop into the colour channels of its cached RGBA paste buffer.
 
 Compiled on first use and cached on disk (``cache=True``); :func:`warm_up` compiles them all.
 """
@@ -32,18 +36,18 @@ def _hwc_to_planar(
     h, w = src.shape[0], src.shape[1]
     m = np.float32(mean)
     s = np.float32(inv_std)
+    # The 256 possible results of (x - mean) * inv_std, each computed as before: a table look-up
+    # per sample instead of two float operations, one plane row at a time.
+    lut = np.empty(256, np.float32)
+    for i in range(256):
+        lut[i] = (np.float32(i) - m) * s
     for y in range(h):
-        for x in range(w):
-            b = np.float32(src[y, x, 0])
-            g = np.float32(src[y, x, 1])
-            r = np.float32(src[y, x, 2])
-            if swap_rb:
-                dst[0, y, x] = (r - m) * s
-                dst[2, y, x] = (b - m) * s
-            else:
-                dst[0, y, x] = (b - m) * s
-                dst[2, y, x] = (r - m) * s
-            dst[1, y, x] = (g - m) * s
+        row = src[y]
+        for c in range(3):
+            sc = 2 - c if swap_rb else c
+            plane = dst[c, y]
+            for x in range(w):
+                plane[x] = lut[row[x, sc]]
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -80,17 +84,21 @@ def _planar_to_bgr(
     h, w = dst.shape[0], dst.shape[1]
     a = np.float32(add)
     k = np.float32(mul)
+    lo = np.float32(0.0)
+    hi = np.float32(255.0)
+    row = np.empty(w, np.float32)
     for c in range(3):
         for y in range(h):
+            plane = src[c, y]
+            # Scale and clip a row first (branch-free, so it vectorises), then convert and store.
             for x in range(w):
-                v = (src[c, y, x] + a) * k
-                if v < 0:
-                    v = np.float32(0.0)
-                elif v > 255:
-                    v = np.float32(255.0)
-                if rounding:
-                    v = np.rint(v)
-                dst[y, x, 2 - c] = np.uint8(v)
+                row[x] = min(max((plane[x] + a) * k, lo), hi)
+            if rounding:
+                for x in range(w):
+                    dst[y, x, 2 - c] = np.uint8(np.rint(row[x]))
+            else:
+                for x in range(w):
+                    dst[y, x, 2 - c] = np.uint8(row[x])
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -142,11 +150,112 @@ def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pra
             a8 = rgba[y, x, 3]
             if a8 == 0:
                 continue
+            if a8 == 255:  # the opaque inside of the face: the formula gives the crop exactly
+                roi[y, x, 0] = rgba[y, x, 0]
+                roi[y, x, 1] = rgba[y, x, 1]
+                roi[y, x, 2] = rgba[y, x, 2]
+                continue
             a = np.float32(a8) * inv
             for c in range(3):
                 f = np.float32(roi[y, x, c])
                 v = f + (np.float32(rgba[y, x, c]) - f) * a
                 roi[y, x, c] = np.uint8(np.rint(v))
+
+
+@njit(cache=True, nogil=True)
+def _set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:  # pragma: no cover - compiled
+    for y in range(bgr.shape[0]):
+        for x in range(bgr.shape[1]):
+            rgba[y, x, 0] = bgr[y, x, 0]
+            rgba[y, x, 1] = bgr[y, x, 1]
+            rgba[y, x, 2] = bgr[y, x, 2]
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _similarity(
+    src: NDArray[np.floating], dst: NDArray[np.float64], m: NDArray[np.float64]
+) -> bool:  # pragma: no cover - compiled
+    n = src.shape[0]
+    sx = sy = dx = dy = 0.0
+    peak = 0.0
+    for i in range(n):
+        x, y = float(src[i, 0]), float(src[i, 1])
+        sx += x
+        sy += y
+        dx += dst[i, 0]
+        dy += dst[i, 1]
+        peak = max(peak, abs(x), abs(y))
+    sx /= n
+    sy /= n
+    dx /= n
+    dy /= n
+    norm = dot = cross = 0.0
+    for i in range(n):
+        px, py = float(src[i, 0]) - sx, float(src[i, 1]) - sy
+        qx, qy = dst[i, 0] - dx, dst[i, 1] - dy
+        norm += px * px + py * py
+        dot += px * qx + py * qy
+        cross += px * qy - py * qx
+    if norm <= 1e-12 * max(1.0, peak) ** 2:
+        return False
+    a = dot / norm
+    b = cross / norm
+    m[0, 0] = a
+    m[0, 1] = -b
+    m[1, 0] = b
+    m[1, 1] = a
+    m[0, 2] = dx - (a * sx - b * sy)
+    m[1, 2] = dy - (b * sx + a * sy)
+    return True
+
+
+def similarity(src: NDArray[np.floating], dst: NDArray[np.float64]) -> NDArray[np.float64] | None:
+    """The closed-form 2-D Umeyama similarity (see :func:`~kiosk.inference.align.estimate_similarity`)
+    of the (N, 2) points ``src`` onto ``dst`` (float64) as a new 2x3 float64 matrix; None when the
+    points coincide."""
+    m = np.empty((2, 3), np.float64)
+    return m if _similarity(src, dst, m) else None
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _nms(
+    boxes: NDArray[np.float32], order: NDArray[np.int64], iou: float, keep: NDArray[np.int64]
+) -> int:  # pragma: no cover - compiled
+    n = order.shape[0]
+    one = np.float32(1.0)
+    zero = np.float32(0.0)
+    thr = np.float32(iou)
+    areas = np.empty(boxes.shape[0], np.float32)
+    for i in range(boxes.shape[0]):
+        areas[i] = (boxes[i, 2] - boxes[i, 0] + one) * (boxes[i, 3] - boxes[i, 1] + one)
+    alive = np.ones(n, np.bool_)
+    count = 0
+    for a in range(n):
+        if not alive[a]:
+            continue
+        i = order[a]
+        keep[count] = i
+        count += 1
+        for b in range(a + 1, n):
+            if not alive[b]:
+                continue
+            j = order[b]
+            w = max(zero, min(boxes[i, 2], boxes[j, 2]) - max(boxes[i, 0], boxes[j, 0]) + one)
+            h = max(zero, min(boxes[i, 3], boxes[j, 3]) - max(boxes[i, 1], boxes[j, 1]) + one)
+            inter = w * h
+            if not (inter / (areas[i] + areas[j] - inter) <= thr):
+                alive[b] = False
+    return count
+
+
+def nms_sorted(boxes: NDArray[np.float32], order: NDArray[np.int64], iou: float) -> list[int]:
+    """Greedy NMS over ``boxes`` (N, 4) float32 x1, y1, x2, y2 visited in ``order`` (best first):
+    the indices kept, in that order. float32 arithmetic as the numpy loop it replaces."""
+    boxes = np.ascontiguousarray(boxes, np.float32)
+    order = np.ascontiguousarray(order, np.int64)
+    keep = np.empty(order.shape[0], np.int64)
+    count = _nms(boxes, order, float(iou), keep)
+    return [int(k) for k in keep[:count]]
 
 
 def hwc_to_planar(
@@ -215,6 +324,14 @@ def blend_rgba(roi_bgr: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:
     _blend_rgba(roi_bgr, rgba)
 
 
+def set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:
+    """``rgba[:, :, :3] = bgr`` (same h, w), leaving the alpha channel as it is; numpy's strided
+    copy of a 128 px crop costs eight times as much."""
+    if rgba.shape[:2] != bgr.shape[:2] or rgba.shape[2] != 4 or bgr.shape[2] != 3:
+        raise ValueError(f"rgba {rgba.shape} and bgr {bgr.shape} differ")
+    _set_rgb(rgba, bgr)
+
+
 def warm_up() -> None:
     """Compile (or load from the cache) every kernel once, for each layout the pipeline uses."""
     img = np.zeros((4, 4, 3), np.uint8)
@@ -229,4 +346,9 @@ def warm_up() -> None:
     tiles = np.zeros((4, 3, 2, 2), np.float32)
     crop_to_tiles(img, tiles, 2)
     tiles_to_bgr(tiles, out, 2)
+    set_rgb(np.zeros((4, 4, 4), np.uint8), img)
+    pts = np.array([[0, 0], [1, 0], [0, 1], [1, 1], [2, 2]], np.float64)
+    similarity(pts.astype(np.float32), pts)
+    similarity(pts, pts)
+    nms_sorted(np.array([[0, 0, 4, 4], [1, 1, 5, 5]], np.float32), np.array([0, 1]), 0.4)
     blend_rgba(np.zeros((2, 2, 3), np.uint8), np.zeros((4, 4, 4), np.uint8)[:2, :2])

@@ -23,12 +23,9 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.inference.kernels import blend_rgba
+from kiosk.inference.kernels import blend_rgba, set_rgb
 from kiosk.inference.mask import MASK_FEATHER_FRAC, MASK_MARGIN_FRAC, MaskBuilder
 from kiosk.types import Affine2x3, FrameBGR
-
-#: cv2.mixChannels pairs: the crop's B, G, R into the first three channels of the RGBA buffer.
-_RGB_INTO_RGBA = [0, 0, 1, 1, 2, 2]
 
 __all__ = ["MASK_FEATHER_FRAC", "MASK_MARGIN_FRAC", "PasteBack", "face_region", "feather_mask"]
 
@@ -110,7 +107,7 @@ class PasteBack:
         x0, y0, x1, y1 = box
         w, h = x1 - x0, y1 - y0
         rgba = self._crop_rgba(size_px, alpha)
-        cv2.mixChannels([crop_bgr], [rgba], _RGB_INTO_RGBA)  # faster than rgba[:, :, :3] = crop
+        set_rgb(rgba, crop_bgr)
         inv = cv2.invertAffineTransform(affine)
         inv[0, 2] -= x0
         inv[1, 2] -= y0
