@@ -1,0 +1,454 @@
+"""Live display: the newest camera frame, with the newest swapped faces carried onto it.
+
+In ``display.mode: live`` the screen shows every camera frame as it arrives, whatever the models
+cost. The inference thread publishes each result's swapped crops as an immutable
+:class:`LiveAnchor` (the frame it was computed on: ``seq`` N, older); the capture thread runs a
+light keypoint tracker (:class:`LiveTracker`) on every frame it reads and carries each face's
+frame→crop affine from frame N to the newest frame M:
+
+- every frame is reduced to a small grey image (``live_track_px`` wide) kept in a short ring;
+- a new anchor's faces get points to track: the five keypoints plus corners found inside the
+  face's box; they are brought forward from frame N through the ring (pyramidal Lucas–Kanade,
+  ``cv2.calcOpticalFlowPyrLK``, two frames a step) to M, then follow each new frame;
+- each point is checked forward and backward (the backward track must come back to within
+  :data:`FB_MAX_PX`); a similarity fitted to the surviving points (RANSAC) maps frame N to
+  frame M; the crop's affine becomes ``A ∘ T⁻¹`` (the composite shader takes one affine per face,
+  so only the affine changes).
+
+A face whose carried position cannot be trusted shows the visitor's real face until the next
+result: too few points survive or the fit disagrees with them (``track``), the face moved more
+than :data:`MAX_STEP_FRAC` of its size in one frame (``fast``), its swap is older than
+``live_max_age_s`` (``old``), or its frame left the ring / the frames stopped being consecutive
+(``gap``). Each such event is counted by reason.
+
+Where the error can be measured while running, it is: when a new result arrives for frame N',
+the previous result's faces carried to N' are compared with the new detection's keypoints
+(``carry_error_px``), next to what reusing the stale keypoints would give (``stale_error_px``,
+Deep-Live-Cam's strategy).
+
+Why the capture thread: the tracker must see every frame once, in order, and it costs about a
+millisecond a frame (a few ms when a result is brought forward), well inside a camera period;
+running it there keeps exactly three long-lived threads and gives the ring one owner. The render
+thread only uploads the frame and the carried affines.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import cv2
+import numpy as np
+from numpy.typing import NDArray
+
+from kiosk.stats import LatencyRecorder
+from kiosk.sync import TripleBuffer
+from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
+
+#: Lucas–Kanade window (pixels of the small grey image) and pyramid levels.
+LK_WIN = 15
+LK_LEVELS = 3
+#: A point is kept only when tracking it back lands within this many small-image pixels.
+FB_MAX_PX = 0.7
+#: A point farther than this from the fitted similarity (small-image pixels) is an outlier.
+FIT_TOL_PX = 1.0
+#: Fewest points (and least share of the starting points) a face keeps to stay trusted.
+MIN_POINTS = 6
+MIN_POINT_SHARE = 0.35
+#: Most corners tracked per face besides the five keypoints.
+MAX_CORNERS = 24
+#: Per-frame motion above this share of the face's size is too fast to trust (motion blur).
+MAX_STEP_FRAC = 0.25
+#: Frames of grey images kept to bring a new result forward (2 s at 30 fps).
+RING_FRAMES = 60
+#: A new result is brought forward this many frames per Lucas–Kanade step.
+CATCH_UP_STRIDE = 2
+DROP_REASONS = ("track", "fast", "old", "gap")
+
+
+@dataclass(frozen=True)
+class LiveFace:
+    """One swapped face of a result, as computed on the result's frame."""
+
+    crop_bgr: FrameBGR
+    affine: Affine2x3  # frame N pixels → crop pixels
+    kps: Landmarks5  # frame N pixels
+    box_xyxy: NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class LiveAnchor:
+    """An immutable snapshot of a result for the live display: what was swapped on frame ``seq``."""
+
+    seq: int
+    t_capture: float
+    faces: tuple[LiveFace, ...]
+
+    @classmethod
+    def from_result(cls, result: SwapResult) -> LiveAnchor:
+        """Copy the crops and affines out of a triple-buffer slot (the slot is reused later)."""
+        faces = tuple(
+            LiveFace(
+                crop_bgr=sf.crop_bgr.copy(),
+                affine=np.array(sf.affine, np.float64),
+                kps=np.array(sf.face.kps, np.float32),
+                box_xyxy=np.array(sf.face.box_xyxy, np.float32),
+            )
+            for sf in result.faces
+        )
+        return cls(result.seq, result.t_capture, faces)
+
+
+@dataclass
+class AnchorSlot:
+    """A slot of the inference → capture triple buffer (holds a reference, never pixels to reuse)."""
+
+    anchor: LiveAnchor | None = None
+
+
+@dataclass
+class LiveFrame:
+    """A slot of the capture → display triple buffer in live mode."""
+
+    frame_bgr: FrameBGR
+    seq: int = 0
+    t_capture: float = 0.0
+    #: The carried faces (crop of the anchor, affine moved onto this frame); trusted faces only.
+    faces: list[SwappedFace] = field(default_factory=list)
+    anchor_seq: int = -1
+    anchor_t_capture: float = 0.0
+    #: Faces of the anchor shown as the visitor's real face on this frame (not trusted).
+    faces_untrusted: int = 0
+
+
+def new_live_frame() -> LiveFrame:
+    return LiveFrame(frame_bgr=np.zeros((1, 1, 3), np.uint8))
+
+
+@dataclass(frozen=True)
+class LiveOptions:
+    track_px: int = 320
+    max_age_s: float = 1.5
+
+
+def _h(m: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.vstack([m, [0.0, 0.0, 1.0]])
+
+
+def compose(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``a ∘ b`` for 2x3 affines (apply ``b`` first)."""
+    return (_h(a) @ _h(b))[:2]
+
+
+def apply_affine(m: NDArray[np.float64], pts: NDArray[np.floating]) -> NDArray[np.float64]:
+    p = np.asarray(pts, np.float64)
+    return p @ m[:, :2].T + m[:, 2]
+
+
+@dataclass
+class _Track:
+    """One face of the anchor being carried, in small-image pixels."""
+
+    pts0: NDArray[np.float32]  # (K, 2) at the anchor's frame
+    pts: NDArray[np.float32]  # (K, 2) at the current frame (rows of dead points are stale)
+    alive: NDArray[np.bool_]
+    size_px: float
+    lost: str = ""
+    small: NDArray[np.float64] = field(default_factory=lambda: np.eye(2, 3))  # pts0 → pts
+
+
+class LiveTracker:
+    """Carries the newest result's faces onto every new frame. Owned by one thread (capture).
+
+    Call :meth:`submit` with a new :class:`LiveAnchor` and :meth:`update` with every frame, in
+    order; then :attr:`anchor` and :attr:`transforms` (per anchor face: frame N → current frame
+    in full-frame pixels, or None where the face is not trusted) describe the current frame.
+    """
+
+    def __init__(self, opts: LiveOptions | None = None) -> None:
+        self.opts = opts or LiveOptions()
+        self._ring: deque[tuple[int, float, NDArray[np.uint8]]] = deque(maxlen=RING_FRAMES)
+        #: (seq, anchor seq, full-frame transforms) per recent frame, to measure carry error.
+        self._history: deque[tuple[int, int, list[NDArray[np.float64] | None]]] = deque(maxlen=RING_FRAMES)
+        self._pending: LiveAnchor | None = None
+        self._tracks: list[_Track] = []
+        self._scale = (1.0, 1.0)
+        self.anchor: LiveAnchor | None = None
+        self.transforms: list[NDArray[np.float64] | None] = []
+        self.seq = -1
+        self.t_capture = 0.0
+        # counters (read by other threads as plain ints/floats)
+        self.dropped = dict.fromkeys(DROP_REASONS, 0)
+        self.anchors_seen = 0
+        self.faces_carried = 0  # face × frame shown carried
+        self.faces_untrusted = 0  # face × frame shown as the real face
+        self.track_ms = LatencyRecorder(1024)
+        self.catch_up_ms = LatencyRecorder(256)
+        self.carry_error_px = LatencyRecorder(1024)
+        self.stale_error_px = LatencyRecorder(1024)
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    # -- coordinates -------------------------------------------------------------------------
+    def _to_small(self) -> NDArray[np.float64]:
+        fx, fy = self._scale  # cv2.resize: small = (full + 0.5) * f - 0.5
+        return np.array([[fx, 0.0, 0.5 * fx - 0.5], [0.0, fy, 0.5 * fy - 0.5]])
+
+    def _full(self, small: NDArray[np.float64]) -> NDArray[np.float64]:
+        s = self._to_small()
+        return compose(cv2.invertAffineTransform(s).astype(np.float64), compose(small, s))
+
+    def _grey(self, frame_bgr: FrameBGR) -> NDArray[np.uint8]:
+        h, w = frame_bgr.shape[:2]
+        sw = min(self.opts.track_px, w)
+        sh = max(8, int(round(h * sw / w)))
+        self._scale = (sw / w, sh / h)
+        if sw == w:
+            return np.asarray(cv2.cvtColor(frame_bgr, cv2.COLOR_BGR2GRAY), np.uint8)
+        small = cv2.resize(frame_bgr, (sw, sh), interpolation=cv2.INTER_AREA)
+        return np.asarray(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY), np.uint8)
+
+    # -- per frame ---------------------------------------------------------------------------
+    def submit(self, anchor: LiveAnchor) -> None:
+        """A new result; it replaces the current one at the next :meth:`update`."""
+        self._pending = anchor
+
+    def update(self, frame_bgr: FrameBGR, seq: int, t_capture: float) -> None:
+        t0 = time.perf_counter()
+        grey = self._grey(frame_bgr)
+        if self._ring and (seq != self._ring[-1][0] + 1 or self._ring[-1][2].shape != grey.shape):
+            self._ring.clear()  # frames are not consecutive (reconnect, restart): nothing carries over
+            self._lose_all("gap")
+        prev = self._ring[-1][2] if self._ring else None
+        self._ring.append((seq, t_capture, grey))
+        self.seq, self.t_capture = seq, t_capture
+        if prev is not None and self._tracks:
+            self._step(prev, grey)
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._start(pending)
+        self._finish(t_capture)
+        self.track_ms.add((time.perf_counter() - t0) * 1e3)
+
+    def _lose_all(self, reason: str) -> None:
+        for tr in self._tracks:
+            self._lose(tr, reason)
+
+    def _lose(self, tr: _Track, reason: str) -> None:
+        if not tr.lost:
+            tr.lost = reason
+            self.dropped[reason] += 1
+
+    def _start(self, anchor: LiveAnchor) -> None:
+        self._measure_carry_error(anchor)
+        self.anchor = anchor
+        self.anchors_seen += 1
+        self._tracks = []
+        index = next((i for i, (s, _, _) in enumerate(self._ring) if s == anchor.seq), None)
+        if index is None:
+            self._tracks = [self._dead_track() for _ in anchor.faces]
+            self._lose_all("gap")  # its frame is older than the ring (or from before a gap)
+            return
+        t0 = time.perf_counter()
+        base = self._ring[index][2]
+        s = self._to_small()
+        self._tracks = [self._new_track(base, f, s) for f in anchor.faces]
+        frames = [g for _, _, g in list(self._ring)[index:]]
+        # Bring the points forward to the newest frame, a few frames per step (and the last one).
+        steps = list(range(0, len(frames) - 1, CATCH_UP_STRIDE)) + [len(frames) - 1]
+        for a, b in zip(steps, steps[1:], strict=False):
+            if a != b:
+                self._step(frames[a], frames[b], frames=b - a)
+        self.catch_up_ms.add((time.perf_counter() - t0) * 1e3)
+
+    def _dead_track(self) -> _Track:
+        z = np.zeros((0, 2), np.float32)
+        return _Track(z, z.copy(), np.zeros(0, bool), 1.0)
+
+    def _new_track(self, grey: NDArray[np.uint8], face: LiveFace, to_small: NDArray[np.float64]) -> _Track:
+        kps = apply_affine(to_small, face.kps).astype(np.float32)
+        x0, y0, x1, y1 = apply_affine(to_small, face.box_xyxy.reshape(2, 2)).reshape(-1)
+        size = max(x1 - x0, y1 - y0, 4.0)
+        # Corners inside the inner part of the box (the outer part may be background).
+        cx, cy, hw, hh = (x0 + x1) / 2, (y0 + y1) / 2, 0.35 * (x1 - x0), 0.38 * (y1 - y0)
+        h, w = grey.shape
+        mask = np.zeros_like(grey)
+        ix0, iy0 = int(max(cx - hw, 0)), int(max(cy - hh, 0))
+        ix1, iy1 = int(min(cx + hw, w - 1)), int(min(cy + hh, h - 1))
+        pts = [kps]
+        if ix1 > ix0 + 2 and iy1 > iy0 + 2:
+            mask[iy0 : iy1 + 1, ix0 : ix1 + 1] = 255
+            corners = cv2.goodFeaturesToTrack(
+                grey, MAX_CORNERS, 0.01, max(2.0, size / 12.0), mask=mask, blockSize=5
+            )
+            if corners is not None:
+                pts.append(corners.reshape(-1, 2).astype(np.float32))
+        p0 = np.concatenate(pts).astype(np.float32)
+        return _Track(p0, p0.copy(), np.ones(len(p0), bool), float(size))
+
+    def _step(self, prev: NDArray[np.uint8], cur: NDArray[np.uint8], frames: int = 1) -> None:
+        live = [tr for tr in self._tracks if not tr.lost]
+        if not live:
+            return
+        idx = [np.flatnonzero(tr.alive) for tr in live]
+        p = np.concatenate([tr.pts[i] for tr, i in zip(live, idx, strict=True)]).reshape(-1, 1, 2)
+        if len(p) == 0:
+            for tr in live:
+                self._lose(tr, "track")
+            return
+        crit = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 20, 0.03)
+        win = (LK_WIN, LK_WIN)
+        q, st, _ = cv2.calcOpticalFlowPyrLK(
+            prev, cur, p, np.empty_like(p), winSize=win, maxLevel=LK_LEVELS, criteria=crit
+        )
+        back, st_b, _ = cv2.calcOpticalFlowPyrLK(
+            cur, prev, q, np.empty_like(p), winSize=win, maxLevel=LK_LEVELS, criteria=crit
+        )
+        fb = np.linalg.norm((back - p).reshape(-1, 2), axis=1)
+        good = (st.reshape(-1) == 1) & (st_b.reshape(-1) == 1) & (fb < FB_MAX_PX)
+        q2 = q.reshape(-1, 2)
+        p2 = p.reshape(-1, 2)
+        at = 0
+        for tr, i in zip(live, idx, strict=True):
+            n = len(i)
+            g = good[at : at + n]
+            moved = q2[at : at + n]
+            step = np.linalg.norm(moved[g] - p2[at : at + n][g], axis=1)
+            at += n
+            tr.alive[i[~g]] = False
+            tr.pts[i[g]] = moved[g]
+            self._fit(tr, float(np.median(step)) / frames if step.size else 0.0)
+
+    def _fit(self, tr: _Track, step_px: float) -> None:
+        if step_px > MAX_STEP_FRAC * tr.size_px:
+            self._lose(tr, "fast")
+            return
+        alive = np.flatnonzero(tr.alive)
+        if len(alive) < max(MIN_POINTS, MIN_POINT_SHARE * len(tr.pts0)):
+            self._lose(tr, "track")
+            return
+        src, dst = tr.pts0[alive], tr.pts[alive]
+        m, inliers = cv2.estimateAffinePartial2D(
+            src, dst, method=cv2.RANSAC, ransacReprojThreshold=FIT_TOL_PX, maxIters=200, refineIters=10
+        )
+        if m is None or inliers is None:
+            self._lose(tr, "track")
+            return
+        inl = inliers.reshape(-1).astype(bool)
+        if int(inl.sum()) < max(MIN_POINTS, MIN_POINT_SHARE * len(tr.pts0)):
+            self._lose(tr, "track")
+            return
+        tr.alive[alive[~inl]] = False  # points that left the face's motion stop counting
+        tr.small = np.asarray(m, np.float64)
+
+    def _finish(self, t_capture: float) -> None:
+        anchor = self.anchor
+        if anchor is None:
+            self.transforms = []
+            return
+        if self._tracks and t_capture - anchor.t_capture > self.opts.max_age_s:
+            self._lose_all("old")
+        self.transforms = [None if tr.lost else self._full(tr.small) for tr in self._tracks]
+        shown = sum(t is not None for t in self.transforms)
+        self.faces_carried += shown
+        self.faces_untrusted += len(self.transforms) - shown
+        self._history.append((self.seq, anchor.seq, list(self.transforms)))
+
+    def _measure_carry_error(self, new: LiveAnchor) -> None:
+        """The previous result's faces carried to the new result's frame vs its detections."""
+        old = self.anchor
+        if old is None or not new.faces or not old.faces:
+            return
+        entry = next((h for h in self._history if h[0] == new.seq), None)
+        if entry is None or entry[1] != old.seq:
+            return
+        for nf in new.faces:
+            width = float(nf.box_xyxy[2] - nf.box_xyxy[0])
+            centre = nf.kps.mean(axis=0)
+            j = int(np.argmin([np.linalg.norm(of.kps.mean(axis=0) - centre) for of in old.faces]))
+            stale = old.faces[j].kps.astype(np.float64)
+            t = entry[2][j] if j < len(entry[2]) else None
+            stale_err = float(np.linalg.norm(stale - nf.kps, axis=1).mean())
+            if t is None or stale_err > width:  # not trusted, or another person
+                continue
+            carried = apply_affine(t, stale)
+            self.carry_error_px.add(float(np.linalg.norm(carried - nf.kps, axis=1).mean()))
+            self.stale_error_px.add(stale_err)
+
+    # -- results -----------------------------------------------------------------------------
+    def carried_kps(self) -> list[NDArray[np.float64] | None]:
+        """The anchor's keypoints carried onto the current frame (None: not trusted)."""
+        if self.anchor is None:
+            return []
+        return [
+            None if t is None else apply_affine(t, f.kps)
+            for f, t in zip(self.anchor.faces, self.transforms, strict=True)
+        ]
+
+    def carried_faces(self, out: list[SwappedFace]) -> None:
+        """Fill ``out`` with the trusted faces: the anchor's crop, its affine moved onto this frame."""
+        out.clear()
+        if self.anchor is None:
+            return
+        for f, t in zip(self.anchor.faces, self.transforms, strict=True):
+            if t is None:
+                continue
+            inv = cv2.invertAffineTransform(t).astype(np.float64)
+            kps = apply_affine(t, f.kps).astype(np.float32)
+            corners = apply_affine(t, f.box_xyxy.reshape(2, 2))
+            box = np.array([*corners.min(axis=0), *corners.max(axis=0)], np.float32)
+            out.append(SwappedFace(f.crop_bgr, compose(f.affine, inv), Face(box, 1.0, kps)))
+
+    def stats(self) -> dict[str, object]:
+        def r(v: float | None) -> float | None:
+            return None if v is None else round(v, 2)
+
+        return {
+            "results_carried": self.anchors_seen,
+            "faces_carried_frames": self.faces_carried,
+            "faces_real_frames": self.faces_untrusted,
+            "faces_dropped_to_real": dict(self.dropped, total=self.dropped_total),
+            "carry_error_px_p50": r(self.carry_error_px.percentile(50)),
+            "carry_error_px_p95": r(self.carry_error_px.percentile(95)),
+            "stale_error_px_p50": r(self.stale_error_px.percentile(50)),
+            "stale_error_px_p95": r(self.stale_error_px.percentile(95)),
+            "carry_error_samples": self.carry_error_px.count,
+            "track_ms_p50": r(self.track_ms.percentile(50)),
+            "track_ms_p95": r(self.track_ms.percentile(95)),
+            "catch_up_ms_p50": r(self.catch_up_ms.percentile(50)),
+        }
+
+
+class LiveFeed:
+    """The capture thread's part of live mode: take new anchors, track, publish the live frame."""
+
+    def __init__(
+        self,
+        anchors: TripleBuffer[AnchorSlot],
+        out: TripleBuffer[LiveFrame],
+        opts: LiveOptions | None = None,
+    ) -> None:
+        self.anchors = anchors
+        self.out = out
+        self.tracker = LiveTracker(opts)
+
+    def on_frame(self, frame_bgr: FrameBGR, seq: int, t_capture: float) -> None:
+        slot = self.anchors.read()
+        if slot is not None and slot.anchor is not None:
+            self.tracker.submit(slot.anchor)
+        tracker = self.tracker
+        tracker.update(frame_bgr, seq, t_capture)
+        live = self.out.write_slot()
+        if live.frame_bgr.shape != frame_bgr.shape:
+            live.frame_bgr = np.empty_like(frame_bgr)
+        np.copyto(live.frame_bgr, frame_bgr)
+        live.seq, live.t_capture = seq, t_capture
+        tracker.carried_faces(live.faces)
+        anchor = tracker.anchor
+        live.anchor_seq = anchor.seq if anchor is not None else -1
+        live.anchor_t_capture = anchor.t_capture if anchor is not None else 0.0
+        live.faces_untrusted = sum(t is None for t in tracker.transforms)
+        self.out.publish()
