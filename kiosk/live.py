@@ -52,6 +52,8 @@ LK_LEVELS = 3
 #: A point is kept only when tracking it back lands within this many small-image pixels.
 FB_MAX_PX = 0.7
 #: A point farther than this from the fitted similarity (small-image pixels) is an outlier.
+#: The fit is done in numpy, not cv2.estimateAffinePartial2D: each C call releases and retakes
+#: the GIL, and retaking it can wait for the render thread's switch interval.
 FIT_TOL_PX = 1.0
 #: Fewest points (and least share of the starting points) a face keeps to stay trusted.
 MIN_POINTS = 6
@@ -148,14 +150,32 @@ def apply_affine(m: NDArray[np.float64], pts: NDArray[np.floating]) -> NDArray[n
 
 @dataclass
 class _Track:
-    """One face of the anchor being carried, in small-image pixels."""
+    """A face followed from frame to frame, whichever result it belongs to (small-image pixels).
 
-    pts0: NDArray[np.float32]  # (K, 2) at the anchor's frame
-    pts: NDArray[np.float32]  # (K, 2) at the current frame (rows of dead points are stale)
+    ``pts0`` are the points in the coordinates of the frame the track was born on, ``pts`` where
+    they are now; ``c_small`` is the similarity fitted from one to the other; ``history`` keeps it
+    (in full-frame pixels) per recent frame, so the motion between any two frames of the track's
+    life is ``C(b) ∘ C(a)⁻¹``.
+    """
+
+    pts0: NDArray[np.float32]
+    pts: NDArray[np.float32]
     alive: NDArray[np.bool_]
+    box0: NDArray[np.float64]  # x0, y0, x1, y1 at birth
     size_px: float
+    born: int
     lost: str = ""
-    small: NDArray[np.float64] = field(default_factory=lambda: np.eye(2, 3))  # pts0 → pts
+    c_small: NDArray[np.float64] = field(default_factory=lambda: np.eye(2, 3))
+    history: dict[int, NDArray[np.float64]] = field(default_factory=dict)
+
+
+@dataclass
+class _Carried:
+    """One face of the current result and the track that carries it."""
+
+    track: _Track | None
+    c_at_anchor: NDArray[np.float64] | None  # the track's C at the result's frame (full pixels)
+    dropped: str = ""
 
 
 class LiveTracker:
@@ -164,23 +184,28 @@ class LiveTracker:
     Call :meth:`submit` with a new :class:`LiveAnchor` and :meth:`update` with every frame, in
     order; then :attr:`anchor` and :attr:`transforms` (per anchor face: frame N → current frame
     in full-frame pixels, or None where the face is not trusted) describe the current frame.
+
+    Faces are followed by tracks that outlive results: a new result's face that lies on a live
+    track at its frame is carried by that track's motion since then (no work); only a face
+    without one (someone new, or after a loss) is brought forward through the ring of frames.
     """
 
     def __init__(self, opts: LiveOptions | None = None) -> None:
         self.opts = opts or LiveOptions()
-        self._ring: deque[tuple[int, float, NDArray[np.uint8]]] = deque(maxlen=RING_FRAMES)
+        self._ring: deque[tuple[int, NDArray[np.uint8]]] = deque(maxlen=RING_FRAMES)
         #: (seq, anchor seq, full-frame transforms) per recent frame, to measure carry error.
         self._history: deque[tuple[int, int, list[NDArray[np.float64] | None]]] = deque(maxlen=RING_FRAMES)
         self._pending: LiveAnchor | None = None
         self._tracks: list[_Track] = []
+        self._carried: list[_Carried] = []
         self._scale = (1.0, 1.0)
         self.anchor: LiveAnchor | None = None
         self.transforms: list[NDArray[np.float64] | None] = []
         self.seq = -1
-        self.t_capture = 0.0
         # counters (read by other threads as plain ints/floats)
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
         self.anchors_seen = 0
+        self.tracks_born = 0
         self.faces_carried = 0  # face × frame shown carried
         self.faces_untrusted = 0  # face × frame shown as the real face
         self.track_ms = LatencyRecorder(1024)
@@ -199,7 +224,7 @@ class LiveTracker:
 
     def _full(self, small: NDArray[np.float64]) -> NDArray[np.float64]:
         s = self._to_small()
-        return compose(cv2.invertAffineTransform(s).astype(np.float64), compose(small, s))
+        return compose(_invert(s), compose(small, s))
 
     def _grey(self, frame_bgr: FrameBGR) -> NDArray[np.uint8]:
         h, w = frame_bgr.shape[:2]
@@ -219,85 +244,131 @@ class LiveTracker:
     def update(self, frame_bgr: FrameBGR, seq: int, t_capture: float) -> None:
         t0 = time.perf_counter()
         grey = self._grey(frame_bgr)
-        if self._ring and (seq != self._ring[-1][0] + 1 or self._ring[-1][2].shape != grey.shape):
+        if self._ring and (seq != self._ring[-1][0] + 1 or self._ring[-1][1].shape != grey.shape):
             self._ring.clear()  # frames are not consecutive (reconnect, restart): nothing carries over
-            self._lose_all("gap")
-        prev = self._ring[-1][2] if self._ring else None
-        self._ring.append((seq, t_capture, grey))
-        self.seq, self.t_capture = seq, t_capture
+            for tr in self._tracks:
+                tr.lost = tr.lost or "gap"
+            self._tracks = []
+        prev = self._ring[-1][1] if self._ring else None
+        self._ring.append((seq, grey))
+        self.seq = seq
         if prev is not None and self._tracks:
-            self._step(prev, grey)
+            self._step(self._tracks, prev, grey, seq)
         pending, self._pending = self._pending, None
         if pending is not None:
-            self._start(pending)
+            self._start(pending, grey)
         self._finish(t_capture)
         self.track_ms.add((time.perf_counter() - t0) * 1e3)
 
-    def _lose_all(self, reason: str) -> None:
-        for tr in self._tracks:
-            self._lose(tr, reason)
-
-    def _lose(self, tr: _Track, reason: str) -> None:
-        if not tr.lost:
-            tr.lost = reason
-            self.dropped[reason] += 1
-
-    def _start(self, anchor: LiveAnchor) -> None:
+    def _start(self, anchor: LiveAnchor, grey: NDArray[np.uint8]) -> None:
         self._measure_carry_error(anchor)
         self.anchor = anchor
         self.anchors_seen += 1
-        self._tracks = []
-        index = next((i for i, (s, _, _) in enumerate(self._ring) if s == anchor.seq), None)
-        if index is None:
-            self._tracks = [self._dead_track() for _ in anchor.faces]
-            self._lose_all("gap")  # its frame is older than the ring (or from before a gap)
-            return
-        t0 = time.perf_counter()
-        base = self._ring[index][2]
         s = self._to_small()
-        self._tracks = [self._new_track(base, f, s) for f in anchor.faces]
-        frames = [g for _, _, g in list(self._ring)[index:]]
-        # Bring the points forward to the newest frame, a few frames per step (and the last one).
-        steps = list(range(0, len(frames) - 1, CATCH_UP_STRIDE)) + [len(frames) - 1]
+        free = [tr for tr in self._tracks if not tr.lost and anchor.seq in tr.history]
+        carried: list[_Carried] = []
+        newborn: list[tuple[int, NDArray[np.float64], NDArray[np.float32]]] = []
+        for k, face in enumerate(anchor.faces):
+            kps = apply_affine(s, face.kps)
+            x0, y0, x1, y1 = apply_affine(s, face.box_xyxy.reshape(2, 2)).reshape(-1)
+            size = max(x1 - x0, y1 - y0, 4.0)
+            best, best_d = None, 0.35 * size
+            for tr in free:  # the live track that was on this face at the result's frame
+                at_n = compose(s, compose(tr.history[anchor.seq], _invert(s)))
+                c = apply_affine(at_n, _box_centre(tr.box0)[None])[0]
+                d = float(np.linalg.norm(c - _box_centre(np.array([x0, y0, x1, y1]))))
+                if d < best_d:
+                    best, best_d = tr, d
+            if best is not None:
+                free.remove(best)
+                self._reseed(best, grey)
+                carried.append(_Carried(best, best.history[anchor.seq]))
+            else:
+                carried.append(_Carried(None, None))
+                newborn.append((k, np.array([x0, y0, x1, y1]), kps.astype(np.float32)))
+        if newborn:
+            self._bring_forward(anchor.seq, carried, newborn)
+        # Tracks no face of this result is on are not needed any more.
+        self._tracks = [c.track for c in carried if c.track is not None and not c.track.lost]
+        self._carried = carried
+
+    def _bring_forward(
+        self,
+        seq: int,
+        carried: list[_Carried],
+        newborn: list[tuple[int, NDArray[np.float64], NDArray[np.float32]]],
+    ) -> None:
+        """Start tracks for faces nobody followed, on the result's frame, and step them to now."""
+        index = next((i for i, (q, _) in enumerate(self._ring) if q == seq), None)
+        if index is None:  # the result's frame is older than the ring (or before a gap): they
+            return  # stay without a track and are counted as "gap" when the frame is finished
+        t0 = time.perf_counter()
+        frames = list(self._ring)[index:]
+        tracks = []
+        for k, box, kps in newborn:
+            tr = self._new_track(frames[0][1], box, kps, frames[0][0])
+            carried[k] = _Carried(tr, tr.history[seq])
+            tracks.append(tr)
+        n = len(frames)
+        # A few frames per step, but every one of the last two (where the next result will look).
+        steps = sorted(set(range(0, n - 2, CATCH_UP_STRIDE)) | {max(n - 2, 0), n - 1})
         for a, b in zip(steps, steps[1:], strict=False):
-            if a != b:
-                self._step(frames[a], frames[b], frames=b - a)
+            self._step(tracks, frames[a][1], frames[b][1], frames[b][0], frames=b - a)
         self.catch_up_ms.add((time.perf_counter() - t0) * 1e3)
 
-    def _dead_track(self) -> _Track:
-        z = np.zeros((0, 2), np.float32)
-        return _Track(z, z.copy(), np.zeros(0, bool), 1.0)
-
-    def _new_track(self, grey: NDArray[np.uint8], face: LiveFace, to_small: NDArray[np.float64]) -> _Track:
-        kps = apply_affine(to_small, face.kps).astype(np.float32)
-        x0, y0, x1, y1 = apply_affine(to_small, face.box_xyxy.reshape(2, 2)).reshape(-1)
-        size = max(x1 - x0, y1 - y0, 4.0)
-        # Corners inside the inner part of the box (the outer part may be background).
+    def _corners(self, grey: NDArray[np.uint8], box: NDArray[np.float64], size: float) -> NDArray[np.float32]:
+        """Corners inside the inner part of ``box`` (the outer part may be background)."""
+        x0, y0, x1, y1 = box
         cx, cy, hw, hh = (x0 + x1) / 2, (y0 + y1) / 2, 0.35 * (x1 - x0), 0.38 * (y1 - y0)
         h, w = grey.shape
-        mask = np.zeros_like(grey)
         ix0, iy0 = int(max(cx - hw, 0)), int(max(cy - hh, 0))
         ix1, iy1 = int(min(cx + hw, w - 1)), int(min(cy + hh, h - 1))
-        pts = [kps]
-        if ix1 > ix0 + 2 and iy1 > iy0 + 2:
-            mask[iy0 : iy1 + 1, ix0 : ix1 + 1] = 255
-            corners = cv2.goodFeaturesToTrack(
-                grey, MAX_CORNERS, 0.01, max(2.0, size / 12.0), mask=mask, blockSize=5
-            )
-            if corners is not None:
-                pts.append(corners.reshape(-1, 2).astype(np.float32))
-        p0 = np.concatenate(pts).astype(np.float32)
-        return _Track(p0, p0.copy(), np.ones(len(p0), bool), float(size))
+        if ix1 <= ix0 + 2 or iy1 <= iy0 + 2:
+            return np.zeros((0, 2), np.float32)
+        mask = np.zeros_like(grey)
+        mask[iy0 : iy1 + 1, ix0 : ix1 + 1] = 255
+        corners = cv2.goodFeaturesToTrack(
+            grey, MAX_CORNERS, 0.01, max(2.0, size / 12.0), mask=mask, blockSize=5
+        )
+        return np.zeros((0, 2), np.float32) if corners is None else corners.reshape(-1, 2).astype(np.float32)
 
-    def _step(self, prev: NDArray[np.uint8], cur: NDArray[np.uint8], frames: int = 1) -> None:
-        live = [tr for tr in self._tracks if not tr.lost]
+    def _new_track(
+        self, grey: NDArray[np.uint8], box: NDArray[np.float64], kps: NDArray[np.float32], seq: int
+    ) -> _Track:
+        size = float(max(box[2] - box[0], box[3] - box[1], 4.0))
+        p0 = np.concatenate([kps.astype(np.float32), self._corners(grey, box, size)]).astype(np.float32)
+        tr = _Track(p0, p0.copy(), np.ones(len(p0), bool), box, size, seq)
+        tr.history[seq] = np.eye(2, 3)
+        self.tracks_born += 1
+        return tr
+
+    def _reseed(self, tr: _Track, grey: NDArray[np.uint8]) -> None:
+        """Replace points the track lost by corners of the face where it is now."""
+        if int(tr.alive.sum()) >= 0.7 * (MAX_CORNERS + 5):
+            return
+        corners = tr.box0.reshape(2, 2)
+        now = apply_affine(tr.c_small, corners)
+        box = np.array([*now.min(axis=0), *now.max(axis=0)])
+        fresh = self._corners(grey, box, tr.size_px)
+        if len(fresh) == 0:
+            return
+        keep = tr.alive
+        back = apply_affine(_invert(tr.c_small), fresh).astype(np.float32)
+        tr.pts0 = np.concatenate([tr.pts0[keep], back])
+        tr.pts = np.concatenate([tr.pts[keep], fresh])
+        tr.alive = np.ones(len(tr.pts), bool)
+
+    def _step(
+        self, tracks: list[_Track], prev: NDArray[np.uint8], cur: NDArray[np.uint8], seq: int, frames: int = 1
+    ) -> None:
+        live = [tr for tr in tracks if not tr.lost]
         if not live:
             return
         idx = [np.flatnonzero(tr.alive) for tr in live]
         p = np.concatenate([tr.pts[i] for tr, i in zip(live, idx, strict=True)]).reshape(-1, 1, 2)
         if len(p) == 0:
             for tr in live:
-                self._lose(tr, "track")
+                tr.lost = "track"
             return
         crit = (cv2.TERM_CRITERIA_EPS | cv2.TERM_CRITERIA_COUNT, 20, 0.03)
         win = (LK_WIN, LK_WIN)
@@ -321,41 +392,58 @@ class LiveTracker:
             tr.alive[i[~g]] = False
             tr.pts[i[g]] = moved[g]
             self._fit(tr, float(np.median(step)) / frames if step.size else 0.0)
+            if not tr.lost:
+                tr.history[seq] = self._full(tr.c_small)
+                tr.history.pop(seq - RING_FRAMES, None)
 
     def _fit(self, tr: _Track, step_px: float) -> None:
         if step_px > MAX_STEP_FRAC * tr.size_px:
-            self._lose(tr, "fast")
+            tr.lost = "fast"
             return
         alive = np.flatnonzero(tr.alive)
-        if len(alive) < max(MIN_POINTS, MIN_POINT_SHARE * len(tr.pts0)):
-            self._lose(tr, "track")
+        need = max(MIN_POINTS, MIN_POINT_SHARE * min(len(tr.pts0), MAX_CORNERS + 5))
+        if len(alive) < need:
+            tr.lost = "track"
             return
-        src, dst = tr.pts0[alive], tr.pts[alive]
-        m, inliers = cv2.estimateAffinePartial2D(
-            src, dst, method=cv2.RANSAC, ransacReprojThreshold=FIT_TOL_PX, maxIters=200, refineIters=10
-        )
-        if m is None or inliers is None:
-            self._lose(tr, "track")
-            return
-        inl = inliers.reshape(-1).astype(bool)
-        if int(inl.sum()) < max(MIN_POINTS, MIN_POINT_SHARE * len(tr.pts0)):
-            self._lose(tr, "track")
+        src, dst = tr.pts0[alive].astype(np.float64), tr.pts[alive].astype(np.float64)
+        m = similarity(src, dst)
+        r = np.linalg.norm(apply_affine(m, src) - dst, axis=1)
+        inl = r < max(FIT_TOL_PX, 2.5 * float(np.median(r)))  # first drop gross outliers, refit
+        for _ in range(2):
+            if int(inl.sum()) < need:
+                break
+            m = similarity(src[inl], dst[inl])
+            r = np.linalg.norm(apply_affine(m, src) - dst, axis=1)
+            inl = r < FIT_TOL_PX
+        if int(inl.sum()) < need:
+            tr.lost = "track"
             return
         tr.alive[alive[~inl]] = False  # points that left the face's motion stop counting
-        tr.small = np.asarray(m, np.float64)
+        tr.c_small = np.asarray(m, np.float64)
 
     def _finish(self, t_capture: float) -> None:
         anchor = self.anchor
         if anchor is None:
             self.transforms = []
             return
-        if self._tracks and t_capture - anchor.t_capture > self.opts.max_age_s:
-            self._lose_all("old")
-        self.transforms = [None if tr.lost else self._full(tr.small) for tr in self._tracks]
-        shown = sum(t is not None for t in self.transforms)
+        old = t_capture - anchor.t_capture > self.opts.max_age_s
+        out: list[NDArray[np.float64] | None] = []
+        for c in self._carried:
+            tr = c.track
+            if not c.dropped:
+                reason = "gap" if tr is None else (tr.lost or ("old" if old else ""))
+                if reason:
+                    c.dropped = reason
+                    self.dropped[reason] += 1
+            if c.dropped or tr is None or c.c_at_anchor is None:
+                out.append(None)
+                continue
+            out.append(compose(self._full(tr.c_small), _invert(c.c_at_anchor)))
+        self.transforms = out
+        shown = sum(t is not None for t in out)
         self.faces_carried += shown
-        self.faces_untrusted += len(self.transforms) - shown
-        self._history.append((self.seq, anchor.seq, list(self.transforms)))
+        self.faces_untrusted += len(out) - shown
+        self._history.append((self.seq, anchor.seq, list(out)))
 
     def _measure_carry_error(self, new: LiveAnchor) -> None:
         """The previous result's faces carried to the new result's frame vs its detections."""
@@ -365,18 +453,21 @@ class LiveTracker:
         entry = next((h for h in self._history if h[0] == new.seq), None)
         if entry is None or entry[1] != old.seq:
             return
+        carried = [
+            None if t is None else apply_affine(t, of.kps) for of, t in zip(old.faces, entry[2], strict=False)
+        ]
         for nf in new.faces:
             width = float(nf.box_xyxy[2] - nf.box_xyxy[0])
             centre = nf.kps.mean(axis=0)
-            j = int(np.argmin([np.linalg.norm(of.kps.mean(axis=0) - centre) for of in old.faces]))
-            stale = old.faces[j].kps.astype(np.float64)
-            t = entry[2][j] if j < len(entry[2]) else None
-            stale_err = float(np.linalg.norm(stale - nf.kps, axis=1).mean())
-            if t is None or stale_err > width:  # not trusted, or another person
+            dists = [np.inf if c is None else float(np.linalg.norm(c.mean(axis=0) - centre)) for c in carried]
+            if not dists:
                 continue
-            carried = apply_affine(t, stale)
-            self.carry_error_px.add(float(np.linalg.norm(carried - nf.kps, axis=1).mean()))
-            self.stale_error_px.add(stale_err)
+            j = int(np.argmin(dists))
+            c = carried[j]
+            if c is None or dists[j] > 0.5 * width:  # not trusted, or another person
+                continue
+            self.carry_error_px.add(float(np.linalg.norm(c - nf.kps, axis=1).mean()))
+            self.stale_error_px.add(float(np.linalg.norm(old.faces[j].kps - nf.kps, axis=1).mean()))
 
     # -- results -----------------------------------------------------------------------------
     def carried_kps(self) -> list[NDArray[np.float64] | None]:
@@ -396,11 +487,10 @@ class LiveTracker:
         for f, t in zip(self.anchor.faces, self.transforms, strict=True):
             if t is None:
                 continue
-            inv = cv2.invertAffineTransform(t).astype(np.float64)
             kps = apply_affine(t, f.kps).astype(np.float32)
             corners = apply_affine(t, f.box_xyxy.reshape(2, 2))
             box = np.array([*corners.min(axis=0), *corners.max(axis=0)], np.float32)
-            out.append(SwappedFace(f.crop_bgr, compose(f.affine, inv), Face(box, 1.0, kps)))
+            out.append(SwappedFace(f.crop_bgr, compose(f.affine, _invert(t)), Face(box, 1.0, kps)))
 
     def stats(self) -> dict[str, object]:
         def r(v: float | None) -> float | None:
@@ -408,6 +498,7 @@ class LiveTracker:
 
         return {
             "results_carried": self.anchors_seen,
+            "tracks_started": self.tracks_born,
             "faces_carried_frames": self.faces_carried,
             "faces_real_frames": self.faces_untrusted,
             "faces_dropped_to_real": dict(self.dropped, total=self.dropped_total),
@@ -420,6 +511,32 @@ class LiveTracker:
             "track_ms_p95": r(self.track_ms.percentile(95)),
             "catch_up_ms_p50": r(self.catch_up_ms.percentile(50)),
         }
+
+
+def _box_centre(box: NDArray[np.float64]) -> NDArray[np.float64]:
+    return np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
+
+
+def _invert(m: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Inverse of a 2x3 affine, in numpy (no C call: no GIL hand-over in the capture thread)."""
+    a = m[:, :2]
+    det = a[0, 0] * a[1, 1] - a[0, 1] * a[1, 0]
+    inv = np.array([[a[1, 1], -a[0, 1]], [-a[1, 0], a[0, 0]]]) / det
+    return np.hstack([inv, -(inv @ m[:, 2:])])
+
+
+def similarity(src: NDArray[np.float64], dst: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Least-squares similarity (rotation, uniform scale, shift) mapping ``src`` to ``dst`` (N, 2),
+    closed form (Umeyama without reflection): a few numpy operations on tens of points."""
+    ms, md = src.mean(axis=0), dst.mean(axis=0)
+    s, d = src - ms, dst - md
+    norm = float((s**2).sum())
+    if norm <= 1e-12:
+        return np.array([[1.0, 0.0, md[0] - ms[0]], [0.0, 1.0, md[1] - ms[1]]])
+    a = float((s * d).sum()) / norm
+    b = float((s[:, 0] * d[:, 1] - s[:, 1] * d[:, 0]).sum()) / norm
+    rot = np.array([[a, -b], [b, a]])
+    return np.hstack([rot, (md - rot @ ms)[:, None]])
 
 
 class LiveFeed:
