@@ -162,6 +162,7 @@ class _Track:
     pts: NDArray[np.float32]
     alive: NDArray[np.bool_]
     box0: NDArray[np.float64]  # x0, y0, x1, y1 at birth
+    centre0: NDArray[np.float64]  # centroid of the five keypoints at birth
     size_px: float
     born: int
     lost: str = ""
@@ -193,8 +194,6 @@ class LiveTracker:
     def __init__(self, opts: LiveOptions | None = None) -> None:
         self.opts = opts or LiveOptions()
         self._ring: deque[tuple[int, NDArray[np.uint8]]] = deque(maxlen=RING_FRAMES)
-        #: (seq, anchor seq, full-frame transforms) per recent frame, to measure carry error.
-        self._history: deque[tuple[int, int, list[NDArray[np.float64] | None]]] = deque(maxlen=RING_FRAMES)
         self._pending: LiveAnchor | None = None
         self._tracks: list[_Track] = []
         self._carried: list[_Carried] = []
@@ -272,11 +271,10 @@ class LiveTracker:
             kps = apply_affine(s, face.kps)
             x0, y0, x1, y1 = apply_affine(s, face.box_xyxy.reshape(2, 2)).reshape(-1)
             size = max(x1 - x0, y1 - y0, 4.0)
-            best, best_d = None, 0.35 * size
+            best, best_d = None, 0.5 * size
             for tr in free:  # the live track that was on this face at the result's frame
                 at_n = compose(s, compose(tr.history[anchor.seq], _invert(s)))
-                c = apply_affine(at_n, _box_centre(tr.box0)[None])[0]
-                d = float(np.linalg.norm(c - _box_centre(np.array([x0, y0, x1, y1]))))
+                d = float(np.linalg.norm(apply_affine(at_n, tr.centre0[None])[0] - kps.mean(axis=0)))
                 if d < best_d:
                     best, best_d = tr, d
             if best is not None:
@@ -337,7 +335,9 @@ class LiveTracker:
     ) -> _Track:
         size = float(max(box[2] - box[0], box[3] - box[1], 4.0))
         p0 = np.concatenate([kps.astype(np.float32), self._corners(grey, box, size)]).astype(np.float32)
-        tr = _Track(p0, p0.copy(), np.ones(len(p0), bool), box, size, seq)
+        tr = _Track(
+            p0, p0.copy(), np.ones(len(p0), bool), box, kps.mean(axis=0).astype(np.float64), size, seq
+        )
         tr.history[seq] = np.eye(2, 3)
         self.tracks_born += 1
         return tr
@@ -443,19 +443,21 @@ class LiveTracker:
         shown = sum(t is not None for t in out)
         self.faces_carried += shown
         self.faces_untrusted += len(out) - shown
-        self._history.append((self.seq, anchor.seq, list(out)))
 
     def _measure_carry_error(self, new: LiveAnchor) -> None:
-        """The previous result's faces carried to the new result's frame vs its detections."""
+        """The previous result's faces carried (by their tracks) to the new result's frame, against
+        the new result's detections there; and the same for the stale keypoints."""
         old = self.anchor
-        if old is None or not new.faces or not old.faces:
+        if old is None or not new.faces:
             return
-        entry = next((h for h in self._history if h[0] == new.seq), None)
-        if entry is None or entry[1] != old.seq:
-            return
-        carried = [
-            None if t is None else apply_affine(t, of.kps) for of, t in zip(old.faces, entry[2], strict=False)
-        ]
+        carried: list[NDArray[np.float64] | None] = []
+        for face, held in zip(old.faces, self._carried, strict=True):
+            tr, at_old = held.track, held.c_at_anchor
+            at_new = None if tr is None or at_old is None else tr.history.get(new.seq)
+            if at_new is None or at_old is None:
+                carried.append(None)
+            else:
+                carried.append(apply_affine(compose(at_new, _invert(at_old)), face.kps))
         for nf in new.faces:
             width = float(nf.box_xyxy[2] - nf.box_xyxy[0])
             centre = nf.kps.mean(axis=0)
@@ -463,10 +465,10 @@ class LiveTracker:
             if not dists:
                 continue
             j = int(np.argmin(dists))
-            c = carried[j]
-            if c is None or dists[j] > 0.5 * width:  # not trusted, or another person
+            pos = carried[j]
+            if pos is None or dists[j] > 0.5 * width:  # no track then, or another person
                 continue
-            self.carry_error_px.add(float(np.linalg.norm(c - nf.kps, axis=1).mean()))
+            self.carry_error_px.add(float(np.linalg.norm(pos - nf.kps, axis=1).mean()))
             self.stale_error_px.add(float(np.linalg.norm(old.faces[j].kps - nf.kps, axis=1).mean()))
 
     # -- results -----------------------------------------------------------------------------
@@ -511,10 +513,6 @@ class LiveTracker:
             "track_ms_p95": r(self.track_ms.percentile(95)),
             "catch_up_ms_p50": r(self.catch_up_ms.percentile(50)),
         }
-
-
-def _box_centre(box: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
 
 
 def _invert(m: NDArray[np.float64]) -> NDArray[np.float64]:

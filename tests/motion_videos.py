@@ -289,11 +289,13 @@ def make_clip(
     occlude_frames: Sequence[int] = (),
     seed: int = 0,
     name: str | None = None,
+    still_background: bool = False,
 ) -> Clip:
     """Animate ``scene`` with motion ``kind``; truth = clean frame-0 detections carried by the motion.
 
     ``occlude_frames``: frames where each face is covered by a grey block (the detector misses it;
-    the face is still there in truth).
+    the face is still there in truth). ``still_background``: only an ellipse around each face (1.8x
+    its box, feathered) moves; the rest stays as on frame 0, as a room behind a visitor does.
     """
     rng = np.random.default_rng(seed)
     moves = motion(kind, n_frames)
@@ -309,10 +311,13 @@ def make_clip(
     frames, truth_kps, truth_boxes = [], [], []
     occluded = np.zeros(n_frames, bool)
     for i, d in enumerate(moves):
-        frame = render(scene, d, noise_sigma, rng)
         kps = np.stack([_apply(d, k) for k in kps0])
         corners = _apply(d, boxes0.reshape(-1, 2)).reshape(-1, 2, 2)
         boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+        if still_background:
+            frame = _moving_faces_on_still_background(scene, d, moves[0], boxes, noise_sigma, rng)
+        else:
+            frame = render(scene, d, noise_sigma, rng)
         if i in occlude_frames:
             occluded[i] = True
             for b in boxes:
@@ -328,6 +333,28 @@ def make_clip(
         truth_boxes=np.stack(truth_boxes),
         occluded=occluded,
     )
+
+
+def _moving_faces_on_still_background(
+    scene: Scene,
+    d: NDArray[np.float64],
+    d0: NDArray[np.float64],
+    boxes: NDArray[np.float64],
+    noise_sigma: float,
+    rng: np.random.Generator,
+) -> NDArray[np.uint8]:
+    moved = render(scene, d, 0.0, rng).astype(np.float32)
+    still = render(scene, d0, 0.0, rng).astype(np.float32)
+    mask = np.zeros((FRAME_H, FRAME_W), np.float32)
+    for b in boxes:
+        centre = (int(round((b[0] + b[2]) / 2)), int(round((b[1] + b[3]) / 2)))
+        axes = (int(round(0.9 * (b[2] - b[0]))), int(round(0.9 * (b[3] - b[1]))))
+        cv2.ellipse(mask, centre, axes, 0.0, 0.0, 360.0, 1.0, -1)
+    mask = np.asarray(cv2.GaussianBlur(mask, (0, 0), 4.0), np.float32)[..., None]
+    frame = moved * mask + still * (1.0 - mask)
+    if noise_sigma > 0:
+        frame += np.asarray(rng.normal(0.0, noise_sigma, frame.shape), np.float32)
+    return np.clip(frame + 0.5, 0, 255).astype(np.uint8)
 
 
 # -- measures ------------------------------------------------------------------------------------
@@ -537,9 +564,16 @@ def simulate_live(
     crop = np.zeros((8, 8, 3), np.uint8)
     job = 0  # frame the processing stage is working on
     newest: tuple[int, list[int]] | None = None  # (frame, truth face index per anchor face)
+    pending_owners_by_seq: dict[int, list[int]] = {}
+    pending: LiveAnchor | None = None
     for i, frame in enumerate(clip.frames):
         t = i / clip.fps
-        if i == job + result_frames:  # the result for ``job`` is published now
+        if pending is not None:  # published while frame i-1 was being read: carried from frame i
+            tracker.submit(pending)
+            pending = None
+        tracker.update(frame, i, t)
+        if i == job + result_frames:  # the result for ``job`` is published now; the stage goes on
+            # with the newest frame, which the tracker has already seen with the older result
             if detect is None:
                 faces = [
                     Face(
@@ -553,12 +587,12 @@ def simulate_live(
                 faces = detect(clip.frames[job])
             idx = match_to_truth([f.box_xyxy for f in faces], clip.truth_boxes[job])
             faces = [faces[j] for j in idx if j >= 0]
-            owners = [k for k, j in enumerate(idx) if j >= 0]
+            pending_owners_by_seq[job] = [k for k, j in enumerate(idx) if j >= 0]
             lf = tuple(LiveFace(crop, np.eye(2, 3), f.kps, f.box_xyxy) for f in faces)
-            tracker.submit(LiveAnchor(job, job / clip.fps, lf))
-            newest = (job, owners)
+            pending = LiveAnchor(job, job / clip.fps, lf)
             job = i
-        tracker.update(frame, i, t)
+        if tracker.anchor is not None and (newest is None or newest[0] != tracker.anchor.seq):
+            newest = (tracker.anchor.seq, pending_owners_by_seq[tracker.anchor.seq])
         if newest is None or tracker.anchor is None:
             continue
         n_frame, owners = newest
