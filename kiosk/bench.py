@@ -462,6 +462,7 @@ def run_bench(
     motion: str = "none",
     video: Path | None = None,
     swap_ms: float = 0.0,
+    screenshot: Path | None = None,
 ) -> BenchResult:
     """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames."""
     from kiosk.app import KioskApp, RunOptions
@@ -490,7 +491,7 @@ def run_bench(
 
     app = KioskApp(
         cfg,
-        RunOptions(headless=True, seconds=limit),
+        RunOptions(headless=True, seconds=limit, screenshot=screenshot),
         source_factory=source,
         processor_factory=factory,
     )
@@ -638,6 +639,13 @@ def format_report(r: BenchResult) -> str:
     return "\n".join(lines)
 
 
+def _screenshot_path(template: str | None, mode: str, composite: str) -> Path | None:
+    if not template:
+        return None
+    p = Path(template)
+    return p.with_name(f"{p.stem}-{mode}-{composite}{p.suffix or '.png'}")
+
+
 def format_display_comparison(results: list[BenchResult]) -> str:
     """synced next to live: picture latency, face content age, render and processing rates."""
     lines = [
@@ -687,7 +695,8 @@ def cmd_bench(args: Any) -> int:
             width, height, white_squares=standin_detector, photo=Path(args.photo) if args.photo else None
         )
         results = []
-        for mode in args.display:
+        modes = args.display or [cfg.display.mode]
+        for mode in modes:
             for composite in args.composite if mode == "synced" else ["gpu"]:
                 r = run_bench(
                     cfg,
@@ -700,12 +709,13 @@ def cmd_bench(args: Any) -> int:
                     motion=args.motion,
                     video=Path(args.video) if args.video else None,
                     swap_ms=args.swap_ms,
+                    screenshot=_screenshot_path(args.screenshot, mode, composite),
                 )
                 results.append(r)
                 if not args.json:
                     print(format_report(r), flush=True)
                     print()
-        if len(args.display) > 1 and not args.json:
+        if len(modes) > 1 and not args.json:
             print(format_display_comparison(results))
         if args.json:
             out = [r.as_dict() for r in results]

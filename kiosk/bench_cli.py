@@ -47,8 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "--display",
         nargs="+",
         choices=("synced", "live"),
-        default=["synced"],
-        help="display.mode to run (synced live: one run each, side by side at the end)",
+        default=None,
+        help="display.mode to run (default: the config's; synced live: one run each, side by side at the end)",
     )
     p.add_argument(
         "--motion",
@@ -64,6 +64,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         type=float,
         default=0.0,
         help="make each swapper call take at least this long (runs the model, sleeps the rest): a slow swapper",
+    )
+    p.add_argument(
+        "--screenshot",
+        help="save the last rendered picture of each run as PNG (NAME-<display>-<composite>.png)",
     )
     p.add_argument("--camera-fps", type=float, default=30.0, help="rate of the synthetic camera (default 30)")
     p.add_argument("--cpu", action="store_true", help="run the models on the CPU provider only")

@@ -148,7 +148,7 @@ def apply_affine(m: NDArray[np.float64], pts: NDArray[np.floating]) -> NDArray[n
     return p @ m[:, :2].T + m[:, 2]
 
 
-@dataclass
+@dataclass(eq=False)
 class _Track:
     """A face followed from frame to frame, whichever result it belongs to (small-image pixels).
 
@@ -170,7 +170,7 @@ class _Track:
     history: dict[int, NDArray[np.float64]] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(eq=False)
 class _Carried:
     """One face of the current result and the track that carries it."""
 
@@ -278,7 +278,7 @@ class LiveTracker:
                 if d < best_d:
                     best, best_d = tr, d
             if best is not None:
-                free.remove(best)
+                free = [tr for tr in free if tr is not best]
                 self._reseed(best, grey)
                 carried.append(_Carried(best, best.history[anchor.seq]))
             else:

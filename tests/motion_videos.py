@@ -544,13 +544,15 @@ def simulate_live(
     result_frames: int,
     track_px: int = 320,
     max_age_s: float = 1.5,
+    shuffle_seed: int | None = None,
 ) -> LiveRun:
     """Replay ``clip`` as the kiosk's threads would see it, deterministically (no clocks).
 
     The processing stage takes ``result_frames`` camera frames per result and then starts on the
     newest frame (a swapper of 140 ms a face and three faces is about 13 frames at 30 fps). Its
     result for frame N carries the detector's keypoints on frame N (``detect``; None: the truth).
-    Every camera frame goes through the tracker, as in the capture thread.
+    Every camera frame goes through the tracker, as in the capture thread. ``shuffle_seed``: list
+    each result's faces in a random order (a detector orders them by score, not by position).
     """
     from kiosk.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
 
@@ -586,8 +588,11 @@ def simulate_live(
             else:
                 faces = detect(clip.frames[job])
             idx = match_to_truth([f.box_xyxy for f in faces], clip.truth_boxes[job])
-            faces = [faces[j] for j in idx if j >= 0]
-            pending_owners_by_seq[job] = [k for k, j in enumerate(idx) if j >= 0]
+            owners = [k for k, j in enumerate(idx) if j >= 0]
+            if shuffle_seed is not None:
+                np.random.default_rng(shuffle_seed + job).shuffle(owners)
+            faces = [faces[idx[k]] for k in owners]
+            pending_owners_by_seq[job] = owners
             lf = tuple(LiveFace(crop, np.eye(2, 3), f.kps, f.box_xyxy) for f in faces)
             pending = LiveAnchor(job, job / clip.fps, lf)
             job = i

@@ -46,6 +46,11 @@ def fixed_face(_img: np.ndarray) -> list[Face]:
     return [Face(BOX, 0.9, KPS)]
 
 
+def two_faces(_img: np.ndarray) -> list[Face]:
+    shift = np.array([-150.0, 0.0], np.float32)
+    return [Face(BOX, 0.9, KPS), Face(BOX + np.tile(shift, 2), 0.8, KPS + shift)]
+
+
 @cache
 def texture_clip(kind: str, n: int = 75) -> Clip:
     scene = Scene(texture(600, 800, 7), np.array([[1.0, 0.0, -80.0], [0.0, 1.0, -60.0]]))
@@ -73,6 +78,16 @@ def test_carried_keypoints_follow_the_motion_stale_ones_do_not(kind: str) -> Non
     # Deep-Live-Cam's stale positions are a whole result's motion behind (4 px a frame on the pan).
     assert p50(stale) >= 10 * max(p50(live), 0.2), (p50(stale), p50(live))
     assert p95(stale) >= 20.0
+
+
+def test_faces_listed_in_any_order_keep_their_own_tracks() -> None:
+    scene = Scene(texture(600, 800, 11), np.array([[1.0, 0.0, -80.0], [0.0, 1.0, -60.0]]))
+    c = make_clip(scene, two_faces, "sine", 75, noise_sigma=3.0)
+    run = simulate_live(c, None, RESULT_FRAMES, shuffle_seed=3)
+    live = kp_errors(run.live, c.truth_kps)
+    assert run.results >= 4 and sum(run.dropped.values()) == 0, run.dropped
+    assert live.size >= 0.8 * kp_errors(run.stale, c.truth_kps).size
+    assert p95(live) <= 1.0, p95(live)
 
 
 def test_carried_affine_maps_the_new_frame_onto_the_same_crop_pixels() -> None:

@@ -126,3 +126,25 @@ def test_live_shows_the_newest_frame_with_the_faces_carried(tmp_path: Path) -> N
         assert info["stale_error_px_p50"] > 2 * info["carry_error_px_p50"]
     lines = app.overlay_texts(time.perf_counter())["debug_lines"]
     assert any("display  live" in line and "face age" in line for line in lines)
+
+
+def test_switching_display_mode_while_running_rewires_capture_and_inference() -> None:
+    synced = parse_config(CONFIG.replace("MODE", "synced"), "test.yaml")
+    live = parse_config(CONFIG.replace("MODE", "live"), "test.yaml")
+    frame = scene()
+    app = KioskApp(synced, RunOptions(headless=True), source_factory=lambda: MovingSource(frame, 30.0))
+    app.capture.start()
+    app.inference.start()
+    try:
+        assert app.capture.live is None and app.inference.anchors is None
+        app.apply_config(live)
+        assert app.capture.live is not None and app.capture.live is app.live_feed
+        assert app.inference.anchors is app.anchor_buf
+        deadline = time.monotonic() + 5.0
+        while app.live_buf.generation < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert app.live_buf.generation >= 3  # the new capture thread feeds the live display
+        app.apply_config(synced)
+        assert app.capture.live is None and app.inference.anchors is None
+    finally:
+        app.shutdown()
