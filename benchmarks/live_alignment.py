@@ -24,6 +24,9 @@ Columns (keypoint distance in px, p50/p95 over keypoints x faces x frames):
   real      share of face-frames shown as the visitor's real face (live: carried position not trusted)
 The last line per clip is the detector's own error (det_500m on each frame against the truth):
 the floor under every strategy's "truth" column.
+``--png OUT.png`` also draws, with the kiosk's own renderer and composite shader (headless EGL),
+one displayed frame of the three-face sine clip in each strategy, the swapped crops tinted so they
+can be seen: live | stale | synced.
 Needs ../shared/models/det_500m.onnx and the photos; says so and exits 2 when they are absent.
 """
 
@@ -40,6 +43,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from motion_videos import (  # noqa: E402
     Clip,
+    DetectFn,
     LiveRun,
     astronaut_scene,
     group_scene,
@@ -93,6 +97,68 @@ def report(name: str, clip: Clip, run: LiveRun, detected: np.ndarray) -> list[st
     return rows
 
 
+def draw_strategies(clip: Clip, detect: DetectFn, result_frames: int, track_px: int, out: Path) -> None:
+    """Render one frame, at the largest motion since the result's frame, in the three strategies."""
+    import cv2
+
+    from kiosk.config import DisplayConfig
+    from kiosk.inference.align import align_matrix, warp_crop
+    from kiosk.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
+    from kiosk.render.renderer import Renderer
+    from kiosk.render.window import OffscreenSurface
+    from kiosk.types import Face, SwappedFace
+
+    tracker = LiveTracker(LiveOptions(track_px=track_px))
+    pending, job = None, 0
+    best: tuple[float, int, int, list[SwappedFace], list[SwappedFace]] | None = None
+    for i, frame in enumerate(clip.frames):
+        if pending is not None:
+            tracker.submit(pending)
+            pending = None
+        tracker.update(frame, i, i / clip.fps)
+        if i == job + result_frames:
+            faces = []
+            for f in detect(clip.frames[job]):
+                a = align_matrix(f.kps, "arcface_128", 128)
+                crop = warp_crop(clip.frames[job], a, 128).copy()
+                crop[..., 2] = np.maximum(crop[..., 2], 200)  # tinted: the "swapped" face
+                cv2.rectangle(crop, (18, 18), (110, 110), (0, 255, 255), 2)
+                faces.append(LiveFace(crop, a, f.kps, f.box_xyxy))
+            pending = LiveAnchor(job, job / clip.fps, tuple(faces))
+            job = i
+        a = tracker.anchor
+        if a is None or not a.faces:
+            continue
+        moved = float(np.abs(clip.truth_kps[i] - clip.truth_kps[a.seq]).max())
+        if best is None or moved > best[0]:
+            live: list[SwappedFace] = []
+            tracker.carried_faces(live)
+            stale = [SwappedFace(f.crop_bgr, f.affine, Face(f.box_xyxy, 1.0, f.kps)) for f in a.faces]
+            best = (moved, i, a.seq, live, stale)
+    assert best is not None
+    moved, i, n, live, stale = best
+    h, w = clip.frames[0].shape[:2]
+    surface = OffscreenSurface(w, h)
+    renderer = Renderer(surface.ctx, DisplayConfig(fit="fit"))
+    panels = []
+    for label, frame, faces in (
+        ("live: newest frame, faces carried", clip.frames[i], live),
+        ("stale: newest frame, old positions", clip.frames[i], stale),
+        ("synced: the result's frame", clip.frames[n], stale),
+    ):
+        renderer.set_frame(frame, faces)
+        size = surface.begin_frame()
+        renderer.draw(size)
+        rgb = np.ascontiguousarray(surface.read_rgb())
+        bgr = np.ascontiguousarray(rgb[:, :, ::-1])
+        cv2.putText(bgr, label, (10, 24), cv2.FONT_HERSHEY_SIMPLEX, 0.6, (255, 255, 255), 2)
+        panels.append(bgr)
+    renderer.release()
+    surface.close()
+    cv2.imwrite(str(out), np.hstack(panels))
+    print(f"wrote {out}: frame {i}, {moved:.0f} px of motion since the result's frame (result of frame {n})")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -102,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--det-size", type=int, default=320)
     ap.add_argument("--noise", type=float, default=6.0)
     ap.add_argument("--track-px", type=int, default=320, help="width of the tracker's grey image")
+    ap.add_argument("--png", type=Path, help="draw one frame of the three-face sine clip per strategy")
+    ap.add_argument("--only-png", action="store_true", help="just the picture, no table")
     args = ap.parse_args(argv)
 
     loaded = load_detector(args.det_size)
@@ -112,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     detect, desc = loaded
+    if args.png is not None:
+        clip = make_clip(group, detect, "sine", args.frames, noise_sigma=args.noise, still_background=True)
+        draw_strategies(clip, detect, args.result_frames, args.track_px, args.png)
+        if args.only_png:
+            return 0
     print(
         f"detector: {desc}; a result every {args.result_frames} frames at 30 fps; tracker at {args.track_px} px"
     )
