@@ -25,7 +25,7 @@ Columns (keypoint distance in px, p50/p95 over keypoints x faces x frames):
 The last line per clip is the detector's own error (det_500m on each frame against the truth):
 the floor under every strategy's "truth" column.
 ``--png OUT.png`` also draws, with the kiosk's own renderer and composite shader (headless EGL),
-one displayed frame of the three-face sine clip in each strategy, the swapped crops tinted so they
+one displayed frame of the sine clip (``--png-scene group|astronaut``) in each strategy, the swapped crops tinted so they
 can be seen: live | stale | synced.
 Needs ../shared/models/det_500m.onnx and the photos; says so and exits 2 when they are absent.
 """
@@ -169,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=6.0)
     ap.add_argument("--track-px", type=int, default=320, help="width of the tracker's grey image")
     ap.add_argument("--png", type=Path, help="draw one frame of the three-face sine clip per strategy")
+    ap.add_argument(
+        "--png-scene", choices=("group", "astronaut"), default="group", help="clip of the picture"
+    )
     ap.add_argument("--only-png", action="store_true", help="just the picture, no table")
     args = ap.parse_args(argv)
 
@@ -181,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     detect, desc = loaded
     if args.png is not None:
-        clip = make_clip(group, detect, "sine", args.frames, noise_sigma=args.noise, still_background=True)
+        photo = group if args.png_scene == "group" else single
+        clip = make_clip(photo, detect, "sine", args.frames, noise_sigma=args.noise)
         draw_strategies(clip, detect, args.result_frames, args.track_px, args.png)
         if args.only_png:
             return 0

@@ -232,6 +232,8 @@ class KioskApp:
                 "capture": round(self.capture.rate.mean_fps, 2),
                 "processing": round(self.inference.rate.mean_fps, 2),
                 "render": round(self.render_rate.mean_fps, 2),
+                # draws that showed a new picture (a new result in synced mode, a new camera frame in live)
+                "new_pictures": round(self.latency_ms.count / elapsed, 2) if elapsed > 0 else 0.0,
             },
             "latency_ms": {
                 "capture_to_display_p50": ms(self.latency_ms.percentile(50)),
