@@ -226,7 +226,8 @@ class KioskApp:
             "dropped": {
                 "capture_to_processing": self.capture_buf.dropped,
                 "processing_to_display": self.result_buf.dropped,
-                "total": self.capture_buf.dropped + self.result_buf.dropped,
+                "capture_to_display_live": self.live_buf.dropped,
+                "total": self.capture_buf.dropped + self.result_buf.dropped + self.live_buf.dropped,
             },
             "fps": {
                 "capture": round(self.capture.rate.mean_fps, 2),

@@ -612,7 +612,8 @@ def format_report(r: BenchResult) -> str:
     if live:
         d = live["faces_dropped_to_real"]
         lines.append(
-            f"live tracker: {live['results_carried']} results carried, {live['track_ms_p50']} ms/frame p50 "
+            f"live tracker: {live['results_carried']} results carried ({live['tracks_started']} face tracks "
+            f"started), {live['track_ms_p50']} ms/frame p50 "
             f"({live['track_ms_p95']} p95, bringing a result forward {live['catch_up_ms_p50']} ms p50); "
             f"carried vs next detection p50 {live['carry_error_px_p50']} px, p95 {live['carry_error_px_p95']} px "
             f"(stale positions p50 {live['stale_error_px_p50']} px, p95 {live['stale_error_px_p95']} px); "
