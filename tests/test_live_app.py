@@ -112,7 +112,7 @@ def test_live_shows_the_newest_frame_with_the_faces_carried(tmp_path: Path) -> N
     # Synced shows the frame the stage worked on: at least the stage's time old.
     assert s_lat["capture_to_display_p50"] >= STAGE_S * 1000 * 0.9
     # Live shows the newest camera frame: far fresher, while its faces are as old as the swap.
-    assert l_lat["capture_to_display_p50"] < s_lat["capture_to_display_p50"] / 3
+    assert l_lat["capture_to_display_p50"] < s_lat["capture_to_display_p50"] / 2.5
     assert l_lat["face_age_p50"] >= STAGE_S * 1000 * 0.9
     assert live["fps"]["render"] > 3 * live["fps"]["processing"]
     info = live["display"]["live"]
