@@ -203,6 +203,7 @@ def detector():  # type: ignore[no-untyped-def]
     return d[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scene_name", ["astronaut", "group"])
 def test_photo_clips_live_is_as_good_as_the_detector_stale_is_far_off(scene_name: str) -> None:
     scene = astronaut_scene() if scene_name == "astronaut" else group_scene()
