@@ -167,7 +167,8 @@ class KioskApp:
                 message += f"\n{cap.last_error}"
         notice = self._config_problem or self._last_notice
         if cap.state == "running" and self._t_last_result and now - self._t_last_result > STALL_S:
-            notice = f"processing stalled for {now - self._t_last_result:.0f} s; showing the last frame"
+            shown = "the camera without swaps" if self.live else "the last frame"
+            notice = f"processing stalled for {now - self._t_last_result:.0f} s; showing {shown}"
         status = f"{cap.description or self.cfg.source.kind} · {self.inference.processor_name}"
         debug: list[str] = []
         if self.controls.debug:

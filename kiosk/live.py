@@ -551,19 +551,32 @@ class LiveFeed:
         self.tracker = LiveTracker(opts)
 
     def on_frame(self, frame_bgr: FrameBGR, seq: int, t_capture: float) -> None:
+        """Publish ``frame_bgr`` for the display with the faces carried onto it.
+
+        If the tracker raises, the frame is still published (with the real faces: no swap on it)
+        and the tracker starts afresh, so the screen never freezes on a tracker bug; the error is
+        raised again afterwards for the capture thread to count and log."""
         slot = self.anchors.read()
         if slot is not None and slot.anchor is not None:
             self.tracker.submit(slot.anchor)
         tracker = self.tracker
-        tracker.update(frame_bgr, seq, t_capture)
         live = self.out.write_slot()
+        error: Exception | None = None
+        try:
+            tracker.update(frame_bgr, seq, t_capture)
+            tracker.carried_faces(live.faces)
+        except Exception as exc:
+            error = exc
+            live.faces.clear()
+            self.tracker = LiveTracker(tracker.opts)
         if live.frame_bgr.shape != frame_bgr.shape:
             live.frame_bgr = np.empty_like(frame_bgr)
         np.copyto(live.frame_bgr, frame_bgr)
         live.seq, live.t_capture = seq, t_capture
-        tracker.carried_faces(live.faces)
-        anchor = tracker.anchor
+        anchor = tracker.anchor if error is None else None
         live.anchor_seq = anchor.seq if anchor is not None else -1
         live.anchor_t_capture = anchor.t_capture if anchor is not None else 0.0
-        live.faces_untrusted = sum(t is None for t in tracker.transforms)
+        live.faces_untrusted = sum(t is None for t in tracker.transforms) if error is None else 0
         self.out.publish()
+        if error is not None:
+            raise error

@@ -239,3 +239,26 @@ def test_similarity_fit_recovers_a_known_motion() -> None:
     m = np.asarray(cv2.getRotationMatrix2D((40.0, 60.0), 7.0, 1.1), np.float64)
     m[:, 2] += (3.0, -2.0)
     np.testing.assert_allclose(similarity(src, apply_affine(m, src)), m, atol=1e-9)
+
+
+def test_a_tracker_error_still_publishes_the_frame_without_swaps(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiosk.live import AnchorSlot, LiveFeed, new_live_frame
+    from kiosk.sync import TripleBuffer
+
+    anchors: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)
+    out = TripleBuffer(new_live_frame)
+    feed = LiveFeed(anchors, out)
+    c = texture_clip("still", 20)
+    feed.on_frame(c.frames[0], 0, 0.0)
+
+    def broken(*_a: object) -> None:
+        raise RuntimeError("tracker bug")
+
+    monkeypatch.setattr(feed.tracker, "update", broken)
+    with pytest.raises(RuntimeError):
+        feed.on_frame(c.frames[1], 1, 0.03)
+    shown = out.read()
+    assert shown is not None and shown.seq == 1 and shown.faces == []
+    assert np.array_equal(shown.frame_bgr, c.frames[1])
+    feed.on_frame(c.frames[2], 2, 0.06)  # a fresh tracker takes over
+    assert out.read() is not None
