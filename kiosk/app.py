@@ -4,6 +4,11 @@
 
 The render loop never waits for inference: each iteration takes the newest processed frame
 if there is one, redraws at the display rate, and shows why when frames stop coming.
+
+``display.mode: live`` adds two small channels (:mod:`kiosk.live`): the inference thread hands
+each result's crops to the capture thread (TripleBuffer[AnchorSlot]), whose keypoint tracker
+carries them onto every new camera frame, published to the render loop (TripleBuffer[LiveFrame]).
+The picture then is the newest camera frame; processed results only supply notices and counters.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from kiosk.booth.reload import ConfigWatcher
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig
+from kiosk.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
 from kiosk.processing import PassThrough, Processor
 from kiosk.runtime import InferenceThread, new_swap_result
 from kiosk.stats import LatencyRecorder, RateMeter
@@ -91,6 +97,9 @@ class KioskApp:
         self._display_changed = False
         self.capture_buf: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
         self.result_buf: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
+        self.anchor_buf: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)
+        self.live_buf: TripleBuffer[LiveFrame] = TripleBuffer(new_live_frame)
+        self.live_feed: LiveFeed | None = None
         self._source_factory = source_factory or (lambda: make_source(cfg.source, cfg.base_dir))
         self._processor_factory = processor_factory or default_processor_factory(
             cfg, self.library, self.controls
@@ -99,7 +108,8 @@ class KioskApp:
         self.capture = self._new_capture()
         self.inference = self._new_inference()
         self.render_rate = RateMeter()
-        self.latency_ms = LatencyRecorder()
+        self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
+        self.face_age_ms = LatencyRecorder()  # capture of the frame the swap used → display
         self.keyboard = KeyboardInput(cfg.controls.keyboard)
         self.gamepad: GamepadInput | None = None
         self.thread_restarts = 0
@@ -110,13 +120,30 @@ class KioskApp:
         self._last_notice = ""
 
     # -- threads ---------------------------------------------------------------------------
+    @property
+    def live(self) -> bool:
+        return self.cfg.display.mode == "live"
+
     def _new_capture(self) -> CaptureThread:
         self._capture_stop = threading.Event()
-        return CaptureThread(self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop)
+        d = self.cfg.display
+        self.live_feed = (
+            LiveFeed(self.anchor_buf, self.live_buf, LiveOptions(d.live_track_px, d.live_max_age_s))
+            if self.live
+            else None
+        )
+        return CaptureThread(
+            self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop, live=self.live_feed
+        )
 
     def _new_inference(self) -> InferenceThread:
         return InferenceThread(
-            self._processor_factory, self.capture_buf, self.result_buf, self.stop, controls=self.controls
+            self._processor_factory,
+            self.capture_buf,
+            self.result_buf,
+            self.stop,
+            controls=self.controls,
+            anchors=self.anchor_buf if self.live else None,
         )
 
     def _supervise(self) -> None:
@@ -144,7 +171,8 @@ class KioskApp:
         notice = self._config_problem or self._last_notice
         stalled_s = self.processing_stalled_s(now)
         if stalled_s:
-            notice = f"processing stalled for {stalled_s:.0f} s; showing the last frame"
+            shown = "the camera without swaps" if self.live else "the last frame"
+            notice = f"processing stalled for {stalled_s:.0f} s; showing {shown}"
         status = f"{cap.description or self.cfg.source.kind} · {self.inference.processor_name}"
         debug: list[str] = []
         if self.controls.debug:
@@ -159,6 +187,7 @@ class KioskApp:
                 f"dropped  capture→process {self.capture_buf.dropped}  process→display {self.result_buf.dropped}",
                 "latency  capture→display "
                 + (f"p50 {p50:.1f} ms  p95 {p95:.1f} ms" if p50 is not None and p95 is not None else "-"),
+                self._face_age_line(),
                 f"stage    {self.inference.processor_name}  errors {self.inference.errors}",
                 f"faces    {len(self.library.entries)} loaded"
                 + (f", {len(self.library.problems)} skipped" if self.library.problems else "")
@@ -177,6 +206,20 @@ class KioskApp:
             return 0.0
         gap = now - self._t_last_result
         return gap if gap > STALL_S else 0.0
+
+    def _face_age_line(self) -> str:
+        age50, age95 = self.face_age_ms.percentile(50), self.face_age_ms.percentile(95)
+        line = f"display  {self.cfg.display.mode}  face age " + (
+            f"p50 {age50:.0f} ms  p95 {age95:.0f} ms" if age50 is not None and age95 is not None else "-"
+        )
+        feed = self.live_feed
+        if feed is not None:
+            tr = feed.tracker
+            err, stale = tr.carry_error_px.percentile(95), tr.stale_error_px.percentile(95)
+            if err is not None and stale is not None:
+                line += f"  carry err p95 {err:.1f} px (stale {stale:.0f})"
+            line += f"  real-face drops {tr.dropped_total}"
+        return line
 
     # -- stats -----------------------------------------------------------------------------
     def stats(self) -> dict[str, Any]:
@@ -198,12 +241,15 @@ class KioskApp:
             "dropped": {
                 "capture_to_processing": self.capture_buf.dropped,
                 "processing_to_display": self.result_buf.dropped,
-                "total": self.capture_buf.dropped + self.result_buf.dropped,
+                "capture_to_display_live": self.live_buf.dropped,
+                "total": self.capture_buf.dropped + self.result_buf.dropped + self.live_buf.dropped,
             },
             "fps": {
                 "capture": round(self.capture.rate.mean_fps, 2),
                 "processing": round(self.inference.rate.mean_fps, 2),
                 "render": round(self.render_rate.mean_fps, 2),
+                # draws that showed a new picture (a new result in synced mode, a new camera frame in live)
+                "new_pictures": round(self.latency_ms.count / elapsed, 2) if elapsed > 0 else 0.0,
             },
             "fps_now": {  # over the last second, falling once a stage stops
                 "capture": round(self.capture.rate.fps_at(now), 2),
@@ -215,11 +261,18 @@ class KioskApp:
                 "capture_to_display_p95": ms(self.latency_ms.percentile(95)),
                 "capture_to_display_sum": round(self.latency_ms.total, 3),
                 "capture_to_display_samples": self.latency_ms.count,
+                "face_age_p50": ms(self.face_age_ms.percentile(50)),
+                "face_age_p95": ms(self.face_age_ms.percentile(95)),
                 "process_p50": ms(self.inference.process_ms.percentile(50)),
                 "process_p95": ms(self.inference.process_ms.percentile(95)),
                 "process_sum": round(self.inference.process_ms.total, 3),
                 "process_samples": self.inference.process_ms.count,
                 "samples": self.latency_ms.count,
+            },
+            "display": {
+                "mode": self.cfg.display.mode,
+                "live": self.live_feed.tracker.stats() if self.live_feed is not None else None,
+                "live_errors": self.capture.live_errors,
             },
             "source": {
                 "description": self.capture.description,
@@ -325,15 +378,25 @@ class KioskApp:
             self.gamepad = self._new_gamepad()
         if new.overlay.debug != old.overlay.debug:
             self.controls.debug = new.overlay.debug
-        if new.source != old.source and not self._custom_source:
-            log.info("source settings changed: restarting capture")
-            self._source_factory = lambda: make_source(new.source, new.base_dir)
+        live_changed = (new.display.mode, new.display.live_track_px, new.display.live_max_age_s) != (
+            old.display.mode,
+            old.display.live_track_px,
+            old.display.live_max_age_s,
+        )
+        if (new.source != old.source and not self._custom_source) or live_changed:
+            log.info("source or live display settings changed: restarting capture")
+            if not self._custom_source:
+                self._source_factory = lambda: make_source(new.source, new.base_dir)
             self._capture_stop.set()
             self.capture.join(2.0)
             self.capture = self._new_capture()
             self.capture.start()
+        self.inference.anchors = self.anchor_buf if self.live else None
         processing_changed = (
-            new.processing != old.processing or new.models != old.models or new.mask != old.mask
+            new.processing != old.processing
+            or new.models != old.models
+            or new.mask != old.mask
+            or (new.display.mode, new.display.composite) != (old.display.mode, old.display.composite)
         )
         if (processing_changed or new.faces != old.faces) and not self._custom_processor:
             log.info("processing settings changed: rebuilding the processing stage")
@@ -456,6 +519,19 @@ class KioskApp:
         i = self.controls.selected_face
         return entries[i].name if 0 <= i < len(entries) else ""
 
+    def _picture(self, renderer: Any, result: SwapResult | None) -> tuple[float, float | None] | None:
+        """Upload the live frame (live mode); return (capture time of the new picture, capture time
+        of the frame its faces were swapped on, or None without faces), None when nothing is new."""
+        if not self.live:
+            if result is None:
+                return None
+            return result.t_capture, (result.t_capture if result.faces else None)
+        frame = self.live_buf.read()
+        if frame is None:
+            return None
+        renderer.set_frame(frame.frame_bgr, frame.faces)
+        return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
+
     def run(self) -> int:
         from kiosk.render.options import DisplayOptions
         from kiosk.render.renderer import OverlayState, Renderer
@@ -493,9 +569,11 @@ class KioskApp:
                     break
                 result = self.result_buf.read()
                 if result is not None:
-                    renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
+                    if not self.live:
+                        renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
                     self._last_notice = result.notice
                     self._t_last_result = time.perf_counter()
+                shown = self._picture(renderer, result)
                 now = time.perf_counter()
                 mono = time.monotonic()
                 self._sync_library()
@@ -515,8 +593,10 @@ class KioskApp:
                 if t_shown >= next_status:
                     notifier.status(self.status_text())
                     next_status = t_shown + 5.0
-                if result is not None:
-                    self.latency_ms.add((t_shown - result.t_capture) * 1000.0)
+                if shown is not None:
+                    self.latency_ms.add((t_shown - shown[0]) * 1000.0)
+                    if shown[1] is not None:
+                        self.face_age_ms.add((t_shown - shown[1]) * 1000.0)
                 if self.opts.frames and self.render_rate.count >= self.opts.frames:
                     break
                 if self.opts.seconds and t_shown - self._t_start >= self.opts.seconds:

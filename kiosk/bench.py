@@ -19,6 +19,14 @@ frame height and centred, delivered at the camera rate. ``--standins`` generates
 real ``det_500m`` from ``../shared/models`` when present, else the stand-in detector (which finds
 white squares: the frame then holds white squares instead of the photo).
 
+Live display (``--display synced live``, one run each): ``--motion sway`` moves the frame at
+walking speed (a known sine, so the faces move as a visitor does), ``--video`` plays a file
+instead, and ``--swap-ms`` makes every swapper call take at least that long (the model runs, then
+the thread sleeps the rest: ``time.sleep`` releases the GIL as ONNX Runtime does, so a slow model
+is simulated without starving the other threads of the 2-core CI machine). The report adds the
+age of the face content on screen (capture of the frame the swap used → display) next to the
+picture's capture→display latency, and the live tracker's figures.
+
 The processing stage here is :class:`BenchProcessor`: :meth:`SwapPipeline.process_into` exactly
 as the kiosk's processor calls it, with ``--composite cpu`` (paste-back on the CPU) or ``gpu``
 (``paste=False``: crops + affines for the renderer's composite shader; the camera frame is
@@ -125,13 +133,16 @@ class StillSource:
     def open(self) -> None:
         self._next = 0.0
 
-    def read(self, out: FrameBGR | None) -> FrameBGR:
+    def _pace(self) -> None:
         now = time.perf_counter()
         if self._next == 0.0 or now - self._next > 0.25:
             self._next = now
         if self._next > now:
             time.sleep(self._next - now)
         self._next += self._period
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        self._pace()
         if out is None or out.shape != self._frame.shape:
             return self._frame.copy()
         np.copyto(out, self._frame)
@@ -139,6 +150,48 @@ class StillSource:
 
     def close(self) -> None:
         pass
+
+
+class MovingSource(StillSource):
+    """The bench frame moved at walking speed: x = A sin(2πt / 3 s), y = A/6 sin(2πt / 2 s) with
+    A = 60 px per 640 px of width (peak speed about 125 px/s at 640 px, 0.2 frame widths a second)."""
+
+    def __init__(self, frame: FrameBGR, fps: float) -> None:
+        super().__init__(frame, fps)
+        self._fps = fps
+        self._n = 0
+        self._amp = 60.0 * frame.shape[1] / 640.0
+        self.description = self.description.replace("bench", "bench (sway)")
+
+    def read(self, out: FrameBGR | None) -> FrameBGR:
+        self._pace()
+        t = self._n / self._fps
+        self._n += 1
+        dx = self._amp * math.sin(2 * math.pi * t / 3.0)
+        dy = self._amp / 6.0 * math.sin(2 * math.pi * t / 2.0)
+        m = np.array([[1.0, 0.0, dx], [0.0, 1.0, dy]])
+        h, w = self._frame.shape[:2]
+        if out is None or out.shape != self._frame.shape:
+            out = np.empty_like(self._frame)
+        cv2.warpAffine(self._frame, m, (w, h), dst=out, borderMode=cv2.BORDER_REFLECT_101)
+        return out
+
+
+def slow_swapper(pipe: SwapPipeline, swap_ms: float) -> Any:
+    """Make each swapper call take at least ``swap_ms`` (model, then sleep); returns the original."""
+    swapper = pipe.swapper
+    original = swapper.infer
+
+    def infer(latent: NDArray[np.float32]) -> NDArray[np.float32]:
+        t0 = time.perf_counter()
+        out = original(latent)
+        rest = swap_ms / 1e3 - (time.perf_counter() - t0)
+        if rest > 0:
+            time.sleep(rest)
+        return out
+
+    swapper.infer = infer  # type: ignore[method-assign]
+    return original
 
 
 # -- processing stage -------------------------------------------------------------------------------
@@ -451,25 +504,41 @@ def run_bench(
     camera_fps: float = 30.0,
     insightface_reps: int = 0,
     timeout_s: float = 0.0,
+    display_mode: str = "synced",
+    motion: str = "none",
+    video: Path | None = None,
+    swap_ms: float = 0.0,
+    screenshot: Path | None = None,
 ) -> BenchResult:
     """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames."""
     from kiosk.app import KioskApp, RunOptions
 
+    cfg = cfg.model_copy(update={"display": cfg.display.model_copy(update={"mode": display_mode})})
     t0 = time.perf_counter()
     pipe = _build_pipeline(cfg)
     load_ms = (time.perf_counter() - t0) * 1e3
     warm = dict(pipe.warmup_ms)
     warm["load_total"] = load_ms
-    proc = BenchProcessor(pipe, composite, capacity=frames)
+    original_infer = slow_swapper(pipe, swap_ms) if swap_ms > 0 else None
+    # Live display carries the crops onto newer frames in the shader: no CPU paste-back then.
+    proc = BenchProcessor(pipe, "gpu" if display_mode == "live" else composite, capacity=frames)
 
     def factory() -> Processor:
         return proc
 
     limit = timeout_s or max(60.0, frames * 2.0)
+
+    def source() -> Any:
+        if video is not None:
+            from kiosk.capture.sources import VideoFileSource
+
+            return VideoFileSource(video)
+        return MovingSource(frame, camera_fps) if motion == "sway" else StillSource(frame, camera_fps)
+
     app = KioskApp(
         cfg,
-        RunOptions(headless=True, seconds=limit),
-        source_factory=lambda: StillSource(frame, camera_fps),
+        RunOptions(headless=True, seconds=limit, screenshot=screenshot),
+        source_factory=source,
         processor_factory=factory,
     )
     stop_watch = threading.Event()
@@ -488,6 +557,8 @@ def run_bench(
         stop_watch.set()
         watcher.join(1.0)
     stats = app.stats()
+    if original_infer is not None:
+        pipe.swapper.infer = original_infer  # type: ignore[method-assign]
     stages, overhead = summarise(proc)
     alloc = measure_allocation(pipe, frame, paste=composite == "cpu")
     h, w = frame.shape[:2]
@@ -504,7 +575,10 @@ def run_bench(
             "frame": f"{w}x{h}",
             "frames_measured": proc.count,
             "camera_fps": camera_fps,
-            "composite": composite,
+            "composite": "gpu" if display_mode == "live" else composite,
+            "display_mode": display_mode,
+            "motion": f"video {video.name}" if video is not None else motion,
+            "swap_ms_min": swap_ms,
             "tracking": pipe.tracker is not None,
             "detect_every": cfg.processing.detect_every if pipe.tracker is not None else 1,
             "det_size": pipe.detector.det_size,
@@ -527,7 +601,10 @@ def run_bench(
                 "capture_to_display_p95": stats["latency_ms"]["capture_to_display_p95"],
                 "process_p50": stats["latency_ms"]["process_p50"],
                 "process_p95": stats["latency_ms"]["process_p95"],
+                "face_age_p50": stats["latency_ms"]["face_age_p50"],
+                "face_age_p95": stats["latency_ms"]["face_age_p95"],
             },
+            "live": stats["display"]["live"],
             "dropped": stats["dropped"],
             "frames": stats["frames"],
             "duration_s": stats["duration_s"],
@@ -578,7 +655,22 @@ def format_report(r: BenchResult) -> str:
         f"render {fps['render']:.1f} fps (display cap {s['display_max_fps']:g})",
         f"latency capture→display: p50 {lat['capture_to_display_p50']} ms, p95 {lat['capture_to_display_p95']} ms; "
         f"dropped: capture→processing {drop['capture_to_processing']}, processing→display {drop['processing_to_display']}",
+        f"display {s['display_mode']} ({s['motion']}"
+        + (f", swapper ≥ {s['swap_ms_min']:g} ms/face" if s["swap_ms_min"] else "")
+        + f"): face content age p50 {lat['face_age_p50']} ms, p95 {lat['face_age_p95']} ms",
     ]
+    live = rt.get("live")
+    if live:
+        d = live["faces_dropped_to_real"]
+        lines.append(
+            f"live tracker: {live['results_carried']} results carried ({live['tracks_started']} face tracks "
+            f"started), {live['track_ms_p50']} ms/frame p50 "
+            f"({live['track_ms_p95']} p95, bringing a result forward {live['catch_up_ms_p50']} ms p50); "
+            f"carried vs next detection p50 {live['carry_error_px_p50']} px, p95 {live['carry_error_px_p95']} px "
+            f"(stale positions p50 {live['stale_error_px_p50']} px, p95 {live['stale_error_px_p95']} px); "
+            f"faces dropped to the real face {d['total']} (track {d['track']}, fast {d['fast']}, "
+            f"old {d['old']}, gap {d['gap']})"
+        )
     a = r.allocation
     lines.append(
         f"allocation (tracemalloc, {a['frames']:g} frames): largest within a frame {a['peak_bytes_per_frame'] / 1024:.1f} KiB, "
@@ -596,6 +688,30 @@ def format_report(r: BenchResult) -> str:
                 f"{ins['insightface_ms_p50']:.1f} ms/frame; ours (CPU paste-back, no tracking) "
                 f"{ins['ours_ms_p50']:.1f} ms/frame; ratio ours/insightface {ins['ratio_ours_to_insightface']:.3f}"
             )
+    return "\n".join(lines)
+
+
+def _screenshot_path(template: str | None, mode: str, composite: str) -> Path | None:
+    if not template:
+        return None
+    p = Path(template)
+    return p.with_name(f"{p.stem}-{mode}-{composite}{p.suffix or '.png'}")
+
+
+def format_display_comparison(results: list[BenchResult]) -> str:
+    """synced next to live: picture latency, face content age, render and processing rates."""
+    lines = [
+        "display   latency p50/p95 ms   face age p50/p95 ms   render fps (new pictures)   processing fps   faces→real",
+    ]
+    for r in results:
+        lat, fps = r.runtime["latency_ms"], r.runtime["fps"]
+        live = r.runtime.get("live")
+        drops = live["faces_dropped_to_real"]["total"] if live else "-"
+        lines.append(
+            f"{r.setup['display_mode']:<8} {lat['capture_to_display_p50']!s:>8} / {lat['capture_to_display_p95']!s:<8}"
+            f"   {lat['face_age_p50']!s:>8} / {lat['face_age_p95']!s:<8}"
+            f"   {fps['render']:10.1f} ({fps.get('new_pictures', 0.0):5.1f})      {fps['processing']:14.2f}   {drops}"
+        )
     return "\n".join(lines)
 
 
@@ -633,19 +749,28 @@ def cmd_bench(args: Any) -> int:
             width, height, white_squares=standin_detector, photo=Path(args.photo) if args.photo else None
         )
         results = []
-        for composite in args.composite:
-            r = run_bench(
-                cfg,
-                frame,
-                args.frames,
-                composite=composite,
-                camera_fps=args.camera_fps,
-                insightface_reps=args.insightface_reps if args.compare_insightface else 0,
-            )
-            results.append(r)
-            if not args.json:
-                print(format_report(r), flush=True)
-                print()
+        modes = args.display or [cfg.display.mode]
+        for mode in modes:
+            for composite in args.composite if mode == "synced" else ["gpu"]:
+                r = run_bench(
+                    cfg,
+                    frame,
+                    args.frames,
+                    composite=composite,
+                    camera_fps=args.camera_fps,
+                    insightface_reps=args.insightface_reps if args.compare_insightface else 0,
+                    display_mode=mode,
+                    motion=args.motion,
+                    video=Path(args.video) if args.video else None,
+                    swap_ms=args.swap_ms,
+                    screenshot=_screenshot_path(args.screenshot, mode, composite),
+                )
+                results.append(r)
+                if not args.json:
+                    print(format_report(r), flush=True)
+                    print()
+        if len(modes) > 1 and not args.json:
+            print(format_display_comparison(results))
         if args.json:
             out = [r.as_dict() for r in results]
             print(json.dumps(out[0] if len(out) == 1 else out, indent=2))

@@ -59,6 +59,32 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--photo", help="photo the synthetic camera shows (default: insightface's t1.jpg, six faces)"
     )
+    p.add_argument(
+        "--display",
+        nargs="+",
+        choices=("synced", "live"),
+        default=None,
+        help="display.mode to run (default: the config's; synced live: one run each, side by side at the end)",
+    )
+    p.add_argument(
+        "--motion",
+        choices=("none", "sway"),
+        default="none",
+        help="sway: the frame moves at walking speed (known sine), as a visitor does; default: still",
+    )
+    p.add_argument(
+        "--video", help="play this video file (looped, at its own rate) instead of the still frame"
+    )
+    p.add_argument(
+        "--swap-ms",
+        type=float,
+        default=0.0,
+        help="make each swapper call take at least this long (runs the model, sleeps the rest): a slow swapper",
+    )
+    p.add_argument(
+        "--screenshot",
+        help="save the last rendered picture of each run as PNG (NAME-<display>-<composite>.png)",
+    )
     p.add_argument("--camera-fps", type=float, default=30.0, help="rate of the synthetic camera (default 30)")
     p.add_argument("--cpu", action="store_true", help="run the models on the CPU provider only")
     p.add_argument(

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from kiosk.booth.controls import ControlState
+from kiosk.live import AnchorSlot, LiveAnchor
 from kiosk.processing import PassThrough, Processor
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
@@ -37,6 +38,7 @@ class InferenceThread(threading.Thread):
         restart_initial_s: float = 1.0,
         restart_max_s: float = 30.0,
         controls: ControlState | None = None,
+        anchors: TripleBuffer[AnchorSlot] | None = None,
     ) -> None:
         super().__init__(name="inference", daemon=True)
         self._build = build_processor
@@ -55,6 +57,9 @@ class InferenceThread(threading.Thread):
         self._installed_generation = -1
         self._build_generation = 0  # bumped by reconfigure(); the loader rebuilds until it is current
         self.controls = controls
+        #: Live display: each result's crops also go, as an immutable snapshot, to the capture
+        #: thread's keypoint tracker (None: synced display, nothing extra is copied).
+        self.anchors = anchors
         self._bypass = PassThrough()
         self._loading = threading.Lock()
         self._fallback = PassThrough("loading the face models…")
@@ -155,6 +160,10 @@ class InferenceThread(threading.Thread):
             out.seq, out.t_capture = prev_frame if lag else (frame.seq, frame.t_capture)
             prev_frame = (frame.seq, frame.t_capture)
             out.t_processed = t1
+            anchors = self.anchors
+            if anchors is not None:
+                anchors.write_slot().anchor = LiveAnchor.from_result(out)
+                anchors.publish()
             self.out.publish()
             self.rate.tick(t1)
 

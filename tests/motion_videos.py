@@ -289,11 +289,13 @@ def make_clip(
     occlude_frames: Sequence[int] = (),
     seed: int = 0,
     name: str | None = None,
+    still_background: bool = False,
 ) -> Clip:
     """Animate ``scene`` with motion ``kind``; truth = clean frame-0 detections carried by the motion.
 
     ``occlude_frames``: frames where each face is covered by a grey block (the detector misses it;
-    the face is still there in truth).
+    the face is still there in truth). ``still_background``: only an ellipse around each face (1.8x
+    its box, feathered) moves; the rest stays as on frame 0, as a room behind a visitor does.
     """
     rng = np.random.default_rng(seed)
     moves = motion(kind, n_frames)
@@ -309,10 +311,13 @@ def make_clip(
     frames, truth_kps, truth_boxes = [], [], []
     occluded = np.zeros(n_frames, bool)
     for i, d in enumerate(moves):
-        frame = render(scene, d, noise_sigma, rng)
         kps = np.stack([_apply(d, k) for k in kps0])
         corners = _apply(d, boxes0.reshape(-1, 2)).reshape(-1, 2, 2)
         boxes = np.concatenate([corners.min(axis=1), corners.max(axis=1)], axis=1)
+        if still_background:
+            frame = _moving_faces_on_still_background(scene, d, moves[0], boxes, noise_sigma, rng)
+        else:
+            frame = render(scene, d, noise_sigma, rng)
         if i in occlude_frames:
             occluded[i] = True
             for b in boxes:
@@ -328,6 +333,28 @@ def make_clip(
         truth_boxes=np.stack(truth_boxes),
         occluded=occluded,
     )
+
+
+def _moving_faces_on_still_background(
+    scene: Scene,
+    d: NDArray[np.float64],
+    d0: NDArray[np.float64],
+    boxes: NDArray[np.float64],
+    noise_sigma: float,
+    rng: np.random.Generator,
+) -> NDArray[np.uint8]:
+    moved = render(scene, d, 0.0, rng).astype(np.float32)
+    still = render(scene, d0, 0.0, rng).astype(np.float32)
+    mask = np.zeros((FRAME_H, FRAME_W), np.float32)
+    for b in boxes:
+        centre = (int(round((b[0] + b[2]) / 2)), int(round((b[1] + b[3]) / 2)))
+        axes = (int(round(0.9 * (b[2] - b[0]))), int(round(0.9 * (b[3] - b[1]))))
+        cv2.ellipse(mask, centre, axes, 0.0, 0.0, 360.0, 1.0, -1)
+    mask = np.asarray(cv2.GaussianBlur(mask, (0, 0), 4.0), np.float32)[..., None]
+    frame = moved * mask + still * (1.0 - mask)
+    if noise_sigma > 0:
+        frame += np.asarray(rng.normal(0.0, noise_sigma, frame.shape), np.float32)
+    return np.clip(frame + 0.5, 0, 255).astype(np.uint8)
 
 
 # -- measures ------------------------------------------------------------------------------------
@@ -486,3 +513,126 @@ def run_tracker(
                 kps[i, k] = tracks[j].face.kps
                 ids[i, k] = tracks[j].id
     return TrackRun(kps=kps, track_ids=ids, full_detections=counts["full"], roi_detections=counts["roi"])
+
+
+# -- live display: carrying a slow result onto newer frames -----------------------------------------
+
+
+@dataclass
+class LiveRun:
+    """Per displayed frame and true face: the keypoints each display strategy puts on screen.
+
+    ``live``: the newest result's keypoints carried onto the newest frame by
+    :class:`kiosk.live.LiveTracker` (NaN where it did not trust them: the real face is shown);
+    ``stale``: the newest result's keypoints on the newest frame (Deep-Live-Cam's strategy);
+    ``synced``: the newest result's keypoints on its own frame, which is what is shown then
+    (``synced_frame``). All (T, F, 5, 2), NaN before the first result.
+    """
+
+    live: NDArray[np.float64]
+    stale: NDArray[np.float64]
+    synced: NDArray[np.float64]
+    synced_frame: NDArray[np.int64]  # (T,) frame shown in synced mode, -1 before the first result
+    anchor_frame: NDArray[np.int64]  # (T,) frame the newest result was computed on
+    dropped: dict[str, int]
+    results: int
+
+
+def simulate_live(
+    clip: Clip,
+    detect: DetectFn | None,
+    result_frames: int,
+    track_px: int = 320,
+    max_age_s: float = 1.5,
+    shuffle_seed: int | None = None,
+) -> LiveRun:
+    """Replay ``clip`` as the kiosk's threads would see it, deterministically (no clocks).
+
+    The processing stage takes ``result_frames`` camera frames per result and then starts on the
+    newest frame (a swapper of 140 ms a face and three faces is about 13 frames at 30 fps). Its
+    result for frame N carries the detector's keypoints on frame N (``detect``; None: the truth).
+    Every camera frame goes through the tracker, as in the capture thread. ``shuffle_seed``: list
+    each result's faces in a random order (a detector orders them by score, not by position).
+    """
+    from kiosk.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
+
+    tracker = LiveTracker(LiveOptions(track_px=track_px, max_age_s=max_age_s))
+    n, nf = clip.truth_kps.shape[:2]
+    live = np.full((n, nf, 5, 2), np.nan)
+    stale = np.full((n, nf, 5, 2), np.nan)
+    synced = np.full((n, nf, 5, 2), np.nan)
+    synced_frame = np.full(n, -1, np.int64)
+    anchor_frame = np.full(n, -1, np.int64)
+    crop = np.zeros((8, 8, 3), np.uint8)
+    job = 0  # frame the processing stage is working on
+    newest: tuple[int, list[int]] | None = None  # (frame, truth face index per anchor face)
+    pending_owners_by_seq: dict[int, list[int]] = {}
+    pending: LiveAnchor | None = None
+    for i, frame in enumerate(clip.frames):
+        t = i / clip.fps
+        if pending is not None:  # published while frame i-1 was being read: carried from frame i
+            tracker.submit(pending)
+            pending = None
+        tracker.update(frame, i, t)
+        if i == job + result_frames:  # the result for ``job`` is published now; the stage goes on
+            # with the newest frame, which the tracker has already seen with the older result
+            if detect is None:
+                faces = [
+                    Face(
+                        clip.truth_boxes[job, k].astype(np.float32),
+                        1.0,
+                        clip.truth_kps[job, k].astype(np.float32),
+                    )
+                    for k in range(nf)
+                ]
+            else:
+                faces = detect(clip.frames[job])
+            idx = match_to_truth([f.box_xyxy for f in faces], clip.truth_boxes[job])
+            owners = [k for k, j in enumerate(idx) if j >= 0]
+            if shuffle_seed is not None:
+                np.random.default_rng(shuffle_seed + job).shuffle(owners)
+            faces = [faces[idx[k]] for k in owners]
+            pending_owners_by_seq[job] = owners
+            lf = tuple(LiveFace(crop, np.eye(2, 3), f.kps, f.box_xyxy) for f in faces)
+            pending = LiveAnchor(job, job / clip.fps, lf)
+            job = i
+        if tracker.anchor is not None and (newest is None or newest[0] != tracker.anchor.seq):
+            newest = (tracker.anchor.seq, pending_owners_by_seq[tracker.anchor.seq])
+        if newest is None or tracker.anchor is None:
+            continue
+        n_frame, owners = newest
+        anchor_frame[i] = n_frame
+        synced_frame[i] = n_frame
+        for f, (k, kps) in enumerate(zip(owners, tracker.carried_kps(), strict=True)):
+            src = tracker.anchor.faces[f].kps.astype(np.float64)
+            stale[i, k] = src
+            synced[i, k] = src
+            if kps is not None:
+                live[i, k] = kps
+    return LiveRun(
+        live, stale, synced, synced_frame, anchor_frame, dict(tracker.dropped), tracker.anchors_seen
+    )
+
+
+def kp_errors(kps: NDArray[np.float64], ref: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Per-keypoint distances (px) where both are known, flattened."""
+    d = np.linalg.norm(kps - ref, axis=-1).reshape(-1)
+    return d[~np.isnan(d)]
+
+
+def truth_carried(clip: Clip, run: LiveRun) -> NDArray[np.float64]:
+    """The result's own keypoints moved by the clip's true motion from the result's frame to the
+    displayed one: what a perfect tracker would show (so ``live`` minus this is the tracker's error
+    alone, without the detector's)."""
+    out = np.full_like(run.stale, np.nan)
+    for i, n_frame in enumerate(run.anchor_frame):
+        if n_frame < 0:
+            continue
+        src = clip.truth_kps[n_frame].reshape(-1, 2)
+        dst = clip.truth_kps[i].reshape(-1, 2)
+        m, _ = cv2.estimateAffinePartial2D(src, dst, method=cv2.LMEDS)
+        if m is not None:
+            out[i] = _apply(np.asarray(m, np.float64), run.stale[i].reshape(-1, 2)).reshape(
+                run.stale[i].shape
+            )
+    return out

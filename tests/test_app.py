@@ -60,7 +60,12 @@ def test_headless_run_writes_screenshot_and_stats(tmp_path):
     assert data["fps"]["render"] > 20
     assert data["latency_ms"]["capture_to_display_p50"] is not None
     assert data["latency_ms"]["capture_to_display_p95"] >= data["latency_ms"]["capture_to_display_p50"]
-    assert set(data["dropped"]) == {"capture_to_processing", "processing_to_display", "total"}
+    assert set(data["dropped"]) == {
+        "capture_to_processing",
+        "processing_to_display",
+        "capture_to_display_live",
+        "total",
+    }
     import cv2
 
     img = cv2.imread(str(shot))

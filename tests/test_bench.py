@@ -120,3 +120,47 @@ def test_bench_set_overrides_config_keys_and_reports_mask_and_colour(tmp_path: P
     ):
         with pytest.raises(ConfigError, match=needle):
             apply_overrides(cfg, [bad])
+
+
+def test_moving_source_sways_and_slow_swapper_takes_its_time(standin_cfg) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from kiosk.bench import MovingSource, slow_swapper
+
+    frame = faces_frame(320, 180, white_squares=True)
+    src = MovingSource(frame, fps=1000.0)
+    src.open()
+    a = src.read(None).copy()
+    for _ in range(10):
+        b = src.read(None)
+    assert a.shape == b.shape == frame.shape and not np.array_equal(a, b)
+    pipe = SwapPipeline.from_config(standin_cfg)
+    pipe.use_latent(np.full((1, 512), 512**-0.5, np.float32), "k")
+    original = slow_swapper(pipe, 60.0)
+    t0 = time.perf_counter()
+    pipe.swapper.infer(np.full((1, 512), 512**-0.5, np.float32))
+    assert time.perf_counter() - t0 >= 0.06
+    assert original is not pipe.swapper.infer
+
+
+def test_run_bench_live_reports_picture_latency_face_age_and_tracker(tmp_path: Path) -> None:
+    from kiosk.bench import format_display_comparison
+
+    cfg, standin_detector = bench_config(None, tmp_path, 640, 360, tracking=False, max_faces=2)
+    cfg = _cpu(cfg)
+    frame = faces_frame(640, 360, white_squares=standin_detector)
+    results = [
+        run_bench(cfg, frame, frames=6, camera_fps=30.0, display_mode=mode, motion="sway", swap_ms=40.0)
+        for mode in ("synced", "live")
+    ]
+    synced, live = results
+    assert synced.setup["display_mode"] == "synced" and live.setup["display_mode"] == "live"
+    assert live.setup["composite"] == "gpu" and live.setup["swap_ms_min"] == 40.0
+    assert synced.runtime["live"] is None
+    info = live.runtime["live"]
+    assert info["results_carried"] >= 3 and "faces_dropped_to_real" in info
+    lat = live.runtime["latency_ms"]
+    assert lat["face_age_p50"] is not None and lat["capture_to_display_p50"] is not None
+    assert "live tracker:" in format_report(live) and "face content age" in format_report(synced)
+    table = format_display_comparison(results)
+    assert "synced" in table and "live" in table

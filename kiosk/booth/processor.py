@@ -44,7 +44,8 @@ class BoothProcessor:
         self.library = library
         self.controls = controls
         self.rescan_s = cfg.faces.rescan_s
-        self.gpu_composite = cfg.display.composite == "gpu"
+        # Live display moves the crops onto newer frames in the shader: never paste on the CPU then.
+        self.gpu_composite = cfg.display.composite == "gpu" or cfg.display.mode == "live"
         self.model_digest = model_digest
         self.name, self.notice = stage_label(pipe)
         folder = str(library.folder) if library.folder else "faces.dir"

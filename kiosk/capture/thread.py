@@ -12,6 +12,7 @@ import numpy as np
 
 from kiosk.capture.sources import Source, SourceError
 from kiosk.config import SourceConfig
+from kiosk.live import LiveFeed
 from kiosk.stats import RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, FrameBGR
@@ -36,6 +37,7 @@ class CaptureThread(threading.Thread):
         open_source: Callable[[], Source],
         out: TripleBuffer[CapturedFrame],
         stop: threading.Event,
+        live: LiveFeed | None = None,
     ) -> None:
         super().__init__(name="capture", daemon=True)
         self.cfg = cfg
@@ -48,6 +50,11 @@ class CaptureThread(threading.Thread):
         self.reconnects = 0
         self.description = ""
         self._scratch: FrameBGR | None = None
+        #: Live display (``display.mode: live``): after each frame is published for processing,
+        #: the keypoint tracker carries the newest swap onto it and it goes to the display.
+        self.live = live
+        self.live_errors = 0
+        self.live_last_error = ""
 
     @property
     def transforms(self) -> bool:
@@ -106,6 +113,22 @@ class CaptureThread(threading.Thread):
         slot.seq = seq
         self.out.publish()
         self.rate.tick(slot.t_capture)
+        if self.live is not None:
+            self._feed_live(slot.frame_bgr, seq, slot.t_capture)
+
+    def _feed_live(self, frame: FrameBGR, seq: int, t_capture: float) -> None:
+        """Track and publish the live frame; a tracker failure costs that frame, never the camera.
+
+        Reading the slot just published is safe: only this thread writes slots, and the inference
+        thread only reads it."""
+        assert self.live is not None
+        try:
+            self.live.on_frame(frame, seq, t_capture)
+        except Exception as exc:
+            self.live_errors += 1
+            if str(exc) != self.live_last_error:
+                log.exception("live tracker failed on a frame")
+            self.live_last_error = str(exc)
 
     def _transform(self, raw: FrameBGR, dst: FrameBGR) -> FrameBGR:
         h, w = raw.shape[:2]
