@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 from inference_fixtures import make_cfg
 
 from kiosk.config import KioskConfig
-from kiosk.inference.mask import nose_mouth_px
+from kiosk.inference.mask import MaskBuilder, nose_mouth_px
 from kiosk.pipeline import SwapPipeline, read_image
 from kiosk.types import Face
 
@@ -44,7 +45,12 @@ def mask_cfg(
 def mask_pipe(
     standin_dir: Path, det: Path, source: np.ndarray, processing: dict[str, Any] | None = None, **mask: Any
 ) -> SwapPipeline:
+    # mask.occlusion in from_config loads the real parser file (tests/test_face_parser.py covers
+    # that); these tests switch the option on afterwards and give the pipeline a fake parser.
+    occlusion = bool(mask.pop("occlusion", False))
     pipe = SwapPipeline.from_config(mask_cfg(standin_dir, det, processing, **mask))
+    if occlusion:
+        pipe.masks = MaskBuilder(replace(pipe.masks.options, occlusion=True))
     pipe.set_source(source)
     return pipe
 
