@@ -17,7 +17,10 @@ The source is a still frame built in-process: insightface's ``t1.jpg`` (six face
 frame height and centred, delivered at the camera rate. ``--standins`` generates stand-in models
 (the test suite's generator, :mod:`kiosk.inference.standins`) into a temporary folder and uses the
 real ``det_500m`` from ``../shared/models`` when present, else the stand-in detector (which finds
-white squares: the frame then holds white squares instead of the photo).
+white squares: the frame then holds white squares instead of the photo). ``--cost-matched`` uses
+the cost-matched stand-ins of :mod:`kiosk.inference.standins_cost` instead (the real files'
+contracts and compute, random weights; generated once into a cache folder): what a booth would see.
+Their detector finds white squares too, so the frame holds white squares.
 
 The processing stage here is :class:`BenchProcessor`: :meth:`SwapPipeline.process_into` exactly
 as the kiosk's processor calls it, with ``--composite cpu`` (paste-back on the CPU) or ``gpu``
@@ -54,6 +57,8 @@ from kiosk.types import FrameBGR, SwapResult
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
+#: Processed frames measured by default with ``--cost-matched`` (seconds each on a CPU).
+COST_MATCHED_FRAMES = 3
 #: Stage columns recorded per processed frame.
 STAGES = ("detect", "track", "align", "swap", "enhance", "paste", "total", "session", "overhead")
 
@@ -149,6 +154,8 @@ class BenchProcessor:
         )
 
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
+        if self.done.is_set():  # measured enough: start no frame that may take seconds
+            return
         det_before = sum(r.run_ms for r in self._det_runners)
         faces = self.pipe.process_into(frame_bgr, out.frame_bgr, paste=self.paste, reuse=out.faces)
         if not self.paste:
@@ -249,20 +256,20 @@ def summarise(proc: BenchProcessor) -> tuple[dict[str, dict[str, float]], dict[s
 
 
 def measure_allocation(
-    pipe: SwapPipeline, frame: FrameBGR, paste: bool, frames: int = 100
+    pipe: SwapPipeline, frame: FrameBGR, paste: bool, frames: int = 100, warm: int = 10
 ) -> dict[str, float]:
-    """tracemalloc over ``frames`` sequential frames after 10 warm-up frames: the largest transient
+    """tracemalloc over ``frames`` sequential frames after ``warm`` warm-up frames: the largest transient
     allocation within one frame and the net growth per frame (bytes; ONNX Runtime's own C++
     allocations are not seen by tracemalloc)."""
     out = np.empty_like(frame)
     t0 = time.perf_counter()
-    for i in range(10):
+    for i in range(warm):
         pipe.process_into(frame, out, paste=paste, t=t0 + i / 30.0)
     tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
         peak = 0
-        for i in range(10, 10 + frames):
+        for i in range(warm, warm + frames):
             before = tracemalloc.get_traced_memory()[0]
             tracemalloc.reset_peak()
             pipe.process_into(frame, out, paste=paste, t=t0 + i / 30.0)
@@ -340,6 +347,10 @@ def compare_insightface(pipe: SwapPipeline, cfg: KioskConfig, frame: FrameBGR, r
 
 
 # -- configuration ----------------------------------------------------------------------------------
+class BenchError(Exception):
+    """A bench request this build cannot honour; ``kiosk bench`` prints it and exits 2."""
+
+
 def bench_config(
     config: Path | None,
     standins_dir: Path | None,
@@ -347,8 +358,15 @@ def bench_config(
     height: int,
     tracking: bool | None,
     max_faces: int | None,
+    cost_matched_dir: Path | None = None,
+    enhance: bool | None = None,
+    mode: str | None = None,
 ) -> tuple[KioskConfig, bool]:
-    """The config to bench and whether the detector is the stand-in (white squares)."""
+    """The config to bench and whether the detector is the stand-in (white squares).
+
+    ``cost_matched_dir``: use the cost-matched stand-ins there (generated when missing).
+    ``mode``: ``display.mode`` (synced | live) where this build's config has that key; a
+    :class:`BenchError` otherwise."""
     if config is not None:
         cfg = load_config(config)
     else:
@@ -370,12 +388,35 @@ def bench_config(
                 "enhancer": "GFPGANv1.4.onnx",
             }
         )
+    if cost_matched_dir is not None:
+        from kiosk.inference.standins_cost import COST_FILES, generate
+
+        generate(cost_matched_dir, log=log.info)
+        standin_detector = True  # its detector answers like the small stand-in: white squares
+        models = models.model_copy(
+            update={
+                "dir": str(cost_matched_dir),
+                "detector": COST_FILES[0],
+                "embedder": COST_FILES[1],
+                "swapper": COST_FILES[2],
+                "enhancer": COST_FILES[3],
+            }
+        )
     proc_update: dict[str, Any] = {}
+    if enhance is not None:
+        proc_update["enhance"] = enhance
     if tracking is not None:
         proc_update["tracking"] = tracking
     if max_faces is not None:
         proc_update["max_faces"] = max_faces
     display = cfg.display.model_copy(update={"width": width, "height": height})
+    if mode is not None:
+        if "mode" not in type(cfg.display).model_fields:
+            raise BenchError(
+                f"--mode {mode}: this build's config has no display.mode (it comes with the live display); "
+                "run without --mode"
+            )
+        display = type(cfg.display).model_validate({**display.model_dump(), "mode": mode})
     cfg = cfg.model_copy(
         update={
             "models": models,
@@ -405,8 +446,13 @@ def run_bench(
     camera_fps: float = 30.0,
     insightface_reps: int = 0,
     timeout_s: float = 0.0,
+    skip_frames: int = 5,
+    alloc_frames: int = 100,
+    models_label: str = "config",
 ) -> BenchResult:
-    """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames."""
+    """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames
+    (after ``skip_frames`` unrecorded ones); then ``alloc_frames`` frames under tracemalloc
+    (0: skip that). ``timeout_s`` 0: 60 s or 2 s a frame, whichever is longer."""
     from kiosk.app import KioskApp, RunOptions
 
     t0 = time.perf_counter()
@@ -414,7 +460,7 @@ def run_bench(
     load_ms = (time.perf_counter() - t0) * 1e3
     warm = dict(pipe.warmup_ms)
     warm["load_total"] = load_ms
-    proc = BenchProcessor(pipe, composite, capacity=frames)
+    proc = BenchProcessor(pipe, composite, capacity=frames, skip=skip_frames)
 
     def factory() -> Processor:
         return proc
@@ -443,7 +489,18 @@ def run_bench(
         watcher.join(1.0)
     stats = app.stats()
     stages, overhead = summarise(proc)
-    alloc = measure_allocation(pipe, frame, paste=composite == "cpu")
+    alloc = (
+        measure_allocation(
+            pipe, frame, paste=composite == "cpu", frames=alloc_frames, warm=min(10, alloc_frames)
+        )
+        if alloc_frames > 0
+        else {
+            "frames": 0,
+            "peak_bytes_per_frame": math.nan,
+            "net_bytes_per_frame": math.nan,
+            "frame_bytes": float(frame.nbytes),
+        }
+    )
     h, w = frame.shape[:2]
     prov = cfg.models.providers
     result = BenchResult(
@@ -468,6 +525,10 @@ def run_bench(
             "iobinding": prov.iobinding,
             "cuda_graph": prov.cuda_graph,
             "display_max_fps": cfg.display.max_fps,
+            "models": models_label,
+            "enhance": pipe.enhance,
+            "display_mode": getattr(cfg.display, "mode", None),
+            "pipelined": getattr(cfg.processing, "pipelined", None),
         },
         stages_ms=stages,
         overhead=overhead,
@@ -505,6 +566,13 @@ def format_report(r: BenchResult) -> str:
         f"models: detector {s['detector']} at {s['det_size']}"
         + (f" (regions at {s['roi_det_size']})" if s["roi_det_size"] else "")
         + f", iobinding {s['iobinding']}, faces {r.overhead['faces_mean']:g} per frame",
+        f"run: {s.get('models', 'config')} models, enhancer {'on' if s.get('enhance') else 'off'}"
+        + (f", display mode {s['display_mode']}" if s.get("display_mode") else "")
+        + (
+            f", pipelined detection {'on' if s['pipelined'] else 'off'}"
+            if s.get("pipelined") is not None
+            else ""
+        ),
         "",
         "stage (ms per frame)     p50      p95",
     ]
@@ -529,10 +597,12 @@ def format_report(r: BenchResult) -> str:
         f"dropped: capture→processing {drop['capture_to_processing']}, processing→display {drop['processing_to_display']}",
     ]
     a = r.allocation
-    lines.append(
-        f"allocation (tracemalloc, {a['frames']:g} frames): largest within a frame {a['peak_bytes_per_frame'] / 1024:.1f} KiB, "
-        f"net {a['net_bytes_per_frame']:.0f} B/frame (a frame is {a['frame_bytes'] / 1024:.0f} KiB)"
-    )
+    if a["frames"]:
+        lines.append(
+            f"allocation (tracemalloc, {a['frames']:g} frames): largest within a frame "
+            f"{a['peak_bytes_per_frame'] / 1024:.1f} KiB, net {a['net_bytes_per_frame']:.0f} B/frame "
+            f"(a frame is {a['frame_bytes'] / 1024:.0f} KiB)"
+        )
     if r.warmup_ms:
         lines.append("warm-up ms: " + ", ".join(f"{k} {v:.0f}" for k, v in r.warmup_ms.items()))
     ins = r.insightface
@@ -555,39 +625,65 @@ def cmd_bench(args: Any) -> int:
         level=logging.WARNING if args.json else logging.INFO, format="%(levelname)s %(message)s"
     )
     width, height = (int(v) for v in args.size.lower().split("x"))
+    cost_matched = bool(getattr(args, "cost_matched", False))
+    if cost_matched and args.standins:
+        print("kiosk bench: --standins and --cost-matched exclude each other; choose one", file=sys.stderr)
+        return 2
+    frames = args.frames if args.frames is not None else (COST_MATCHED_FRAMES if cost_matched else 200)
+    skip = args.skip_frames if args.skip_frames is not None else (1 if cost_matched else 5)
+    alloc = args.alloc_frames if args.alloc_frames is not None else (2 if cost_matched else 100)
     tmp: tempfile.TemporaryDirectory[str] | None = None
     standins_dir = None
     if args.standins:
         tmp = tempfile.TemporaryDirectory(prefix="kiosk-bench-")
         standins_dir = Path(tmp.name)
+    cost_dir = None
+    if cost_matched:
+        from kiosk.inference.standins_cost import default_dir
+
+        cost_dir = Path(args.cost_matched_dir).expanduser() if args.cost_matched_dir else default_dir()
     try:
         config = Path(args.config) if args.config else None
-        if config is None and not args.standins:
+        if config is None and not (args.standins or cost_matched):
             default = Path("configs/default.yaml")
             config = default if default.is_file() else None
-        cfg, standin_detector = bench_config(
-            config,
-            standins_dir,
-            width,
-            height,
-            None if args.tracking is None else args.tracking,
-            args.max_faces,
-        )
+        try:
+            cfg, standin_detector = bench_config(
+                config,
+                standins_dir,
+                width,
+                height,
+                None if args.tracking is None else args.tracking,
+                args.max_faces,
+                cost_matched_dir=cost_dir,
+                enhance=args.enhance,
+                mode=args.mode,
+            )
+        except BenchError as e:
+            print(f"kiosk bench: {e}", file=sys.stderr)
+            return 2
         if args.cpu:
             prov = cfg.models.providers.model_copy(update={"order": ["cpu"]})
             cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"providers": prov})})
         frame = faces_frame(
             width, height, white_squares=standin_detector, photo=Path(args.photo) if args.photo else None
         )
+        label = "cost-matched" if cost_matched else ("standins" if args.standins else "config")
+        # A cost-matched frame can take seconds on a CPU: allow two minutes a frame.
+        timeout = args.timeout or (60.0 + 120.0 * (frames + skip) if cost_matched else 0.0)
         results = []
         for composite in args.composite:
             r = run_bench(
                 cfg,
                 frame,
-                args.frames,
+                frames,
                 composite=composite,
                 camera_fps=args.camera_fps,
                 insightface_reps=args.insightface_reps if args.compare_insightface else 0,
+                timeout_s=timeout,
+                skip_frames=skip,
+                alloc_frames=alloc,
+                models_label=label,
             )
             results.append(r)
             if not args.json:
