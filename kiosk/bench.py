@@ -391,7 +391,7 @@ def bench_config(
     if cost_matched_dir is not None:
         from kiosk.inference.standins_cost import COST_FILES, generate
 
-        generate(cost_matched_dir, log=log.info)
+        generate(cost_matched_dir, log=log.info, width=None)  # full size, unless a dry run left small ones
         standin_detector = True  # its detector answers like the small stand-in: white squares
         models = models.model_copy(
             update={
@@ -653,7 +653,9 @@ def cmd_bench(args: Any) -> int:
                 standins_dir,
                 width,
                 height,
-                None if args.tracking is None else args.tracking,
+                # The cost-matched detector answers like the small stand-in, whose white squares
+                # are not reliably found again in tracked regions: full detection every frame.
+                (False if cost_matched else None) if args.tracking is None else args.tracking,
                 args.max_faces,
                 cost_matched_dir=cost_dir,
                 enhance=args.enhance,
@@ -668,7 +670,16 @@ def cmd_bench(args: Any) -> int:
         frame = faces_frame(
             width, height, white_squares=standin_detector, photo=Path(args.photo) if args.photo else None
         )
-        label = "cost-matched" if cost_matched else ("standins" if args.standins else "config")
+        label = "standins" if args.standins else "config"
+        if cost_dir is not None:
+            from kiosk.inference.standins_cost import folder_width
+
+            w = folder_width(cost_dir)
+            label = (
+                "cost-matched"
+                if w == 1.0
+                else f"cost-matched at width {w:g} (small copies, NOT cost-matched)"
+            )
         # A cost-matched frame can take seconds on a CPU: allow two minutes a frame.
         timeout = args.timeout or (60.0 + 120.0 * (frames + skip) if cost_matched else 0.0)
         results = []

@@ -74,7 +74,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         default=["gpu"],
         help="gpu: crops + affines for the shader (paste=False); cpu: paste-back on the CPU; both: one run each",
     )
-    p.add_argument("--tracking", dest="tracking", action="store_true", default=None, help="force tracking on")
+    p.add_argument(
+        "--tracking",
+        dest="tracking",
+        action="store_true",
+        default=None,
+        help="force tracking on (default: the config's; off with --cost-matched)",
+    )
     p.add_argument("--no-tracking", dest="tracking", action="store_false", help="force tracking off")
     p.add_argument("--max-faces", type=int, default=None, help="override processing.max_faces")
     p.add_argument(

@@ -640,6 +640,12 @@ def cached(folder: Path, role: str, verify: bool = False, width: float = 1.0) ->
     return not verify or _sha256(p) == entry.get("sha256")
 
 
+def folder_width(folder: Path) -> float:
+    """The smallest channel width among the files in ``folder``'s manifest (1.0: cost-matched)."""
+    widths = [float(e.get("width", 1.0)) for e in _manifest(folder).get("files", {}).values()]
+    return min(widths) if widths else 1.0
+
+
 @dataclass
 class Generated:
     role: str
@@ -648,6 +654,7 @@ class Generated:
     macs: int
     seconds: float
     reused: bool
+    width: float = 1.0
 
 
 def _count_input_shapes(role: str) -> dict[str, list[int]]:
@@ -664,10 +671,12 @@ def generate(
     force: bool = False,
     verify: bool = False,
     log: Callable[[str], None] = lambda _m: None,
-    width: float = 1.0,
+    width: float | None = 1.0,
 ) -> dict[str, Generated]:
     """Write (or reuse) the cost-matched models in ``folder`` (default :func:`default_dir`).
-    ``width`` < 1 scales every layer's channels (the tests' small copies; not cost-matched)."""
+    ``width`` < 1 scales every layer's channels (the tests' and dry runs' small copies; not
+    cost-matched); ``None`` reuses whatever width the folder holds and builds full size where
+    nothing valid is there."""
     folder = Path(folder) if folder is not None else default_dir()
     folder.mkdir(parents=True, exist_ok=True)
     out: dict[str, Generated] = {}
@@ -675,13 +684,15 @@ def generate(
         file, builder, seed = BUILDERS[role]
         path = folder / file
         t0 = time.perf_counter()
-        if not force and cached(folder, role, verify=verify, width=width):
-            entry = _manifest(folder)["files"][file]
-            out[role] = Generated(role, path, entry["params"], entry["macs"], 0.0, True)
+        entry = _manifest(folder).get("files", {}).get(file, {})
+        want = entry.get("width", 1.0) if width is None else width
+        if not force and cached(folder, role, verify=verify, width=want):
+            out[role] = Generated(role, path, entry["params"], entry["macs"], 0.0, True, want)
             log(f"{file}: reusing {path} ({entry['size'] / 1e6:.1f} MB)")
             continue
+        want = 1.0 if width is None else width
         log(f"{file}: building ...")
-        model = builder(np.random.default_rng(seed), width)
+        model = builder(np.random.default_rng(seed), want)
         params = count_params(model)
         macs = count_macs(model, _count_input_shapes(role))
         onnx.checker.check_model(model)
@@ -703,7 +714,7 @@ def generate(
         man.setdefault("files", {})[file] = {
             "version": BUILDER_VERSION,
             "seed": seed,
-            "width": width,
+            "width": want,
             "size": size,
             "sha256": digest,
             "params": params,
@@ -711,7 +722,7 @@ def generate(
             "build_s": round(seconds, 1),
         }
         (folder / MANIFEST).write_text(json.dumps(man, indent=2))
-        out[role] = Generated(role, path, params, macs, seconds, False)
+        out[role] = Generated(role, path, params, macs, seconds, False, want)
         log(f"{file}: {size / 1e6:.1f} MB in {seconds:.1f} s")
     return out
 
@@ -758,6 +769,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="rebuild even when the cache is valid")
     ap.add_argument("--verify", action="store_true", help="re-hash cached files against the manifest")
     ap.add_argument("--count-only", action="store_true", help="count the graphs without writing weights")
+    ap.add_argument(
+        "--width",
+        type=float,
+        default=1.0,
+        help="scale every layer's channels (default 1: cost-matched; < 1: small copies for dry runs)",
+    )
     args = ap.parse_args(argv)
     roles = tuple(args.only) if args.only else tuple(BUILDERS)
     if args.count_only:
@@ -770,7 +787,10 @@ def main(argv: list[str] | None = None) -> int:
         force=args.force,
         verify=args.verify,
         log=lambda m: print(m, file=sys.stderr, flush=True),
+        width=args.width,
     )
+    if args.width != 1.0:
+        print(f"width {args.width:g}: small copies, NOT cost-matched (the published figures are for width 1)")
     print(figures_table({r: (g.params, g.macs) for r, g in gen.items()}))
     built = [g for g in gen.values() if not g.reused]
     if built:
