@@ -4,7 +4,6 @@ that run with the real contracts, the cache, and ``kiosk bench --cost-matched`` 
 
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 
@@ -203,7 +202,8 @@ def test_bench_cost_matched_on_small_copies(monkeypatch: pytest.MonkeyPatch, tmp
     the builders at 1/16 width so that it runs in seconds."""
     from kiosk import bench
 
-    monkeypatch.setattr(sc, "generate", functools.partial(sc.generate, width=SMALL))
+    generate = sc.generate
+    monkeypatch.setattr(sc, "generate", lambda *a, **k: generate(*a, **{**k, "width": SMALL}))
     cfg, standin_detector = bench.bench_config(
         None, None, 640, 360, tracking=False, max_faces=2, cost_matched_dir=tmp_path, enhance=True
     )
@@ -212,9 +212,11 @@ def test_bench_cost_matched_on_small_copies(monkeypatch: pytest.MonkeyPatch, tmp
     cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"providers": prov})})
     frame = bench.faces_frame(640, 360, white_squares=True)
     r = bench.run_bench(cfg, frame, frames=2, skip_frames=1, alloc_frames=0, models_label="cost-matched")
+    assert sc.folder_width(tmp_path) == SMALL
     assert r.setup["models"] == "cost-matched" and r.setup["enhance"] is True
     assert r.overhead["faces_mean"] == 2 and r.stages_ms["enhance"]["p50"] > 0
     assert r.allocation["frames"] == 0 and "allocation" not in bench.format_report(r)
+    assert r.runtime["cpu_s_per_frame_p50"] > 0 and "process CPU" in bench.format_report(r)
 
 
 def test_bench_mode_is_set_where_the_config_has_it() -> None:
