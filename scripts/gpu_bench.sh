@@ -78,10 +78,19 @@ if "$VENV/bin/python" -m pip show -q onnxruntime >/dev/null 2>&1; then
   echo "gpu_bench.sh: the CPU 'onnxruntime' package is installed in $VENV beside onnxruntime-gpu; remove it: $VENV/bin/pip uninstall -y onnxruntime" >&2
   exit 1
 fi
-"$VENV/bin/python" -c 'import onnxruntime as o; print("onnxruntime", o.__version__, o.get_available_providers())' >&2
+(cd /tmp && "$VENV/bin/python" -c 'import onnxruntime as o; print("onnxruntime", o.__version__, o.get_available_providers())') >&2
 
 # Run from a scratch folder so that the installed package (not the checkout) is what runs.
 WORK="$(mktemp -d /tmp/kiosk-gpu-bench.XXXXXX)"
+# An installed kiosk whose wheel does not carry the shaders (package data) cannot render: point it
+# at the checkout's, and say so, rather than fail every variant.
+if ! (cd "$WORK" && "$VENV/bin/python" -c 'from kiosk.render.shaders import read_shader; read_shader("frame.vert")' ) >/dev/null 2>&1; then
+  if [ -z "${KIOSK_SHADERS_DIR:-}" ] && [ -d "$ROOT/shaders" ]; then
+    say "the installed package has no shaders: using KIOSK_SHADERS_DIR=$ROOT/shaders"
+    export KIOSK_SHADERS_DIR="$ROOT/shaders"
+  fi
+fi
+
 ARGS=(--work "$WORK" --out "$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
       --deadline "$(( START + ${MINUTES%.*} * 60 ))" --generator-seconds-file "$WORK/gen_s")
 [ "$CPU" = 1 ] && ARGS+=(--cpu)

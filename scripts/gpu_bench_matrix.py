@@ -126,7 +126,8 @@ def run_variant(
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=work)
     entry["wall_s"] = round(time.time() - t0, 1)
     if r.returncode != 0:
-        entry.update(status="failed", rc=r.returncode, stderr=r.stderr[-2000:])
+        last = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+        entry.update(status="failed", reason=f"rc {r.returncode}: {last[:160]}", stderr=r.stderr[-2000:])
         return entry
     result = json.loads(r.stdout)
     entry.update(status="ok", result=result)
@@ -149,7 +150,7 @@ def table(runs: list[dict[str, Any]]) -> str:
             f"| {'on' if v['pipelined'] else 'off'} "
         )
         if e["status"] != "ok":
-            rows.append(head + f"| {e['status']}: {e.get('reason', e.get('rc', ''))} |" + " |" * 8)
+            rows.append(head + f"| {e['status']}: {e.get('reason', '')} |" + " |" * 8)
             continue
         r = e["result"]
         st, rt = r["stages_ms"], r["runtime"]
