@@ -70,7 +70,10 @@ else
   # The CUDA/cuDNN/TensorRT libraries from pip live in site-packages; the dynamic loader must see
   # them before Python starts (ONNX Runtime dlopens its CUDA provider, which needs them).
   SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  LIBS=$(ls -d "$SITE"/nvidia/*/lib "$SITE"/tensorrt_libs 2>/dev/null | tr '\n' ':')
+  LIBS=""
+  for d in "$SITE"/nvidia/*/lib "$SITE"/tensorrt_libs; do
+    if [ -d "$d" ]; then LIBS="$LIBS$d:"; fi
+  done
   export LD_LIBRARY_PATH="${LIBS}${LD_LIBRARY_PATH:-}"
 fi
 # A system onnxruntime (CPU wheel) next to onnxruntime-gpu replaces its module: refuse that.
