@@ -17,7 +17,10 @@ The source is a still frame built in-process: insightface's ``t1.jpg`` (six face
 frame height and centred, delivered at the camera rate. ``--standins`` generates stand-in models
 (the test suite's generator, :mod:`kiosk.inference.standins`) into a temporary folder and uses the
 real ``det_500m`` from ``../shared/models`` when present, else the stand-in detector (which finds
-white squares: the frame then holds white squares instead of the photo).
+white squares: the frame then holds white squares instead of the photo). ``--cost-matched`` uses
+the cost-matched stand-ins of :mod:`kiosk.inference.standins_cost` instead (the real files'
+contracts and compute, random weights; generated once into a cache folder): what a booth would see.
+Their detector finds white squares too, so the frame holds white squares.
 
 Live display (``--display synced live``, one run each): ``--motion sway`` moves the frame at
 walking speed (a known sine, so the faces move as a visitor does), ``--video`` plays a file
@@ -62,6 +65,8 @@ from kiosk.types import FrameBGR, SwapResult
 log = logging.getLogger(__name__)
 
 REPO = Path(__file__).resolve().parents[1]
+#: Processed frames measured by default with ``--cost-matched`` (seconds each on a CPU).
+COST_MATCHED_FRAMES = 3
 #: Stage columns recorded per processed frame.
 STAGES = (
     "detect",
@@ -195,6 +200,11 @@ def slow_swapper(pipe: SwapPipeline, swap_ms: float) -> Any:
 
 
 # -- processing stage -------------------------------------------------------------------------------
+def _process_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 class BenchProcessor:
     """Runs :meth:`SwapPipeline.process_into` like the kiosk's processor and records its stage times."""
 
@@ -208,13 +218,28 @@ class BenchProcessor:
         self.count = 0
         self.seen = 0
         self.full_detections = 0
+        #: CPU seconds of the whole process (all threads) during each recorded call.
+        self.cpu_s: list[float] = []
         self.done = threading.Event()
+        #: Clear while a frame is in the pipeline (the bench waits for it before reusing the pipeline).
+        self.idle = threading.Event()
+        self.idle.set()
         self._det_runners = [pipe.detector.runner] + (
             [pipe._roi_detector.runner] if pipe._roi_detector is not None else []
         )
 
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
+        if self.done.is_set():  # measured enough: start no frame that may take seconds
+            return
+        self.idle.clear()
+        try:
+            self._process(frame_bgr, out)
+        finally:
+            self.idle.set()
+
+    def _process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         det_before = sum(r.run_ms for r in self._det_runners)
+        cpu_before = _process_cpu_s()
         faces = self.pipe.process_into(frame_bgr, out.frame_bgr, paste=self.paste, reuse=out.faces)
         if not self.paste:
             np.copyto(out.frame_bgr, frame_bgr)  # the renderer composites over the camera frame
@@ -244,6 +269,7 @@ class BenchProcessor:
             t.session_ms - det_session,
         )
         self.full_detections += int(t.full_detection)
+        self.cpu_s.append(_process_cpu_s() - cpu_before)
         self.count += 1
         if self.count >= self.rows.shape[0]:
             self.done.set()
@@ -317,20 +343,20 @@ def summarise(proc: BenchProcessor) -> tuple[dict[str, dict[str, float]], dict[s
 
 
 def measure_allocation(
-    pipe: SwapPipeline, frame: FrameBGR, paste: bool, frames: int = 100
+    pipe: SwapPipeline, frame: FrameBGR, paste: bool, frames: int = 100, warm: int = 10
 ) -> dict[str, float]:
-    """tracemalloc over ``frames`` sequential frames after 10 warm-up frames: the largest transient
+    """tracemalloc over ``frames`` sequential frames after ``warm`` warm-up frames: the largest transient
     allocation within one frame and the net growth per frame (bytes; ONNX Runtime's own C++
     allocations are not seen by tracemalloc)."""
     out = np.empty_like(frame)
     t0 = time.perf_counter()
-    for i in range(10):
+    for i in range(warm):
         pipe.process_into(frame, out, paste=paste, t=t0 + i / 30.0)
     tracemalloc.start()
     try:
         start = tracemalloc.get_traced_memory()[0]
         peak = 0
-        for i in range(10, 10 + frames):
+        for i in range(warm, warm + frames):
             before = tracemalloc.get_traced_memory()[0]
             tracemalloc.reset_peak()
             pipe.process_into(frame, out, paste=paste, t=t0 + i / 30.0)
@@ -408,6 +434,10 @@ def compare_insightface(pipe: SwapPipeline, cfg: KioskConfig, frame: FrameBGR, r
 
 
 # -- configuration ----------------------------------------------------------------------------------
+class BenchError(Exception):
+    """A bench request this build cannot honour; ``kiosk bench`` prints it and exits 2."""
+
+
 def bench_config(
     config: Path | None,
     standins_dir: Path | None,
@@ -415,8 +445,15 @@ def bench_config(
     height: int,
     tracking: bool | None,
     max_faces: int | None,
+    cost_matched_dir: Path | None = None,
+    enhance: bool | None = None,
+    mode: str | None = None,
 ) -> tuple[KioskConfig, bool]:
-    """The config to bench and whether the detector is the stand-in (white squares)."""
+    """The config to bench and whether the detector is the stand-in (white squares).
+
+    ``cost_matched_dir``: use the cost-matched stand-ins there (generated when missing).
+    ``mode``: ``display.mode`` (synced | live) where this build's config has that key; a
+    :class:`BenchError` otherwise."""
     if config is not None:
         cfg = load_config(config)
     else:
@@ -438,12 +475,30 @@ def bench_config(
                 "enhancer": "GFPGANv1.4.onnx",
             }
         )
+    if cost_matched_dir is not None:
+        from kiosk.inference.standins_cost import COST_FILES, generate
+
+        generate(cost_matched_dir, log=log.info, width=None)  # full size, unless a dry run left small ones
+        standin_detector = True  # its detector answers like the small stand-in: white squares
+        models = models.model_copy(
+            update={
+                "dir": str(cost_matched_dir),
+                "detector": COST_FILES[0],
+                "embedder": COST_FILES[1],
+                "swapper": COST_FILES[2],
+                "enhancer": COST_FILES[3],
+            }
+        )
     proc_update: dict[str, Any] = {}
+    if enhance is not None:
+        proc_update["enhance"] = enhance
     if tracking is not None:
         proc_update["tracking"] = tracking
     if max_faces is not None:
         proc_update["max_faces"] = max_faces
     display = cfg.display.model_copy(update={"width": width, "height": height})
+    if mode is not None:
+        display = type(cfg.display).model_validate({**display.model_dump(), "mode": mode})
     cfg = cfg.model_copy(
         update={
             "models": models,
@@ -509,8 +564,13 @@ def run_bench(
     video: Path | None = None,
     swap_ms: float = 0.0,
     screenshot: Path | None = None,
+    skip_frames: int = 5,
+    alloc_frames: int = 100,
+    models_label: str = "config",
 ) -> BenchResult:
-    """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames."""
+    """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames
+    (after ``skip_frames`` unrecorded ones); then ``alloc_frames`` frames under tracemalloc
+    (0: skip that). ``timeout_s`` 0: 60 s or 2 s a frame, whichever is longer."""
     from kiosk.app import KioskApp, RunOptions
 
     cfg = cfg.model_copy(update={"display": cfg.display.model_copy(update={"mode": display_mode})})
@@ -521,7 +581,9 @@ def run_bench(
     warm["load_total"] = load_ms
     original_infer = slow_swapper(pipe, swap_ms) if swap_ms > 0 else None
     # Live display carries the crops onto newer frames in the shader: no CPU paste-back then.
-    proc = BenchProcessor(pipe, "gpu" if display_mode == "live" else composite, capacity=frames)
+    proc = BenchProcessor(
+        pipe, "gpu" if display_mode == "live" else composite, capacity=frames, skip=skip_frames
+    )
 
     def factory() -> Processor:
         return proc
@@ -556,11 +618,28 @@ def run_bench(
     finally:
         stop_watch.set()
         watcher.join(1.0)
+    # The app gives its inference thread 1.5 s to stop; a cost-matched frame on a CPU can take
+    # far longer. The pipeline is used below (allocation, insightface): wait for it to be free.
+    if not proc.idle.wait(max(limit, 60.0)):
+        log.warning("the processing thread is still inside a frame; allocation figures skipped")
+        alloc_frames = 0
+        insightface_reps = 0
     stats = app.stats()
     if original_infer is not None:
         pipe.swapper.infer = original_infer  # type: ignore[method-assign]
     stages, overhead = summarise(proc)
-    alloc = measure_allocation(pipe, frame, paste=composite == "cpu")
+    alloc = (
+        measure_allocation(
+            pipe, frame, paste=composite == "cpu", frames=alloc_frames, warm=min(10, alloc_frames)
+        )
+        if alloc_frames > 0
+        else {
+            "frames": 0,
+            "peak_bytes_per_frame": math.nan,
+            "net_bytes_per_frame": math.nan,
+            "frame_bytes": float(frame.nbytes),
+        }
+    )
     h, w = frame.shape[:2]
     prov = cfg.models.providers
     result = BenchResult(
@@ -591,6 +670,9 @@ def run_bench(
             "color_correction": cfg.processing.color_correction,
             "color_strength": cfg.processing.color_strength,
             "mask": cfg.mask.model_dump(mode="json"),
+            "models": models_label,
+            "enhance": pipe.enhance,
+            "pipelined": cfg.processing.pipelined,
         },
         stages_ms=stages,
         overhead=overhead,
@@ -608,6 +690,10 @@ def run_bench(
             "dropped": stats["dropped"],
             "frames": stats["frames"],
             "duration_s": stats["duration_s"],
+            # CPU seconds of the whole process (every thread: ONNX Runtime's pool, render,
+            # capture) while one frame was processed: on a loaded machine the wall times above
+            # grow with the other load, these much less.
+            "cpu_s_per_frame_p50": round(float(np.median(proc.cpu_s)), 3) if proc.cpu_s else None,
         },
         allocation=alloc,
         warmup_ms={k: round(v, 1) for k, v in warm.items()},
@@ -633,6 +719,13 @@ def format_report(r: BenchResult) -> str:
         + f", iobinding {s['iobinding']}, faces {r.overhead['faces_mean']:g} per frame",
         f"colour correction {s['color_correction']} (strength {s['color_strength']:g}); mask "
         + ", ".join(f"{k} {v}" for k, v in s["mask"].items()),
+        f"run: {s.get('models', 'config')} models, enhancer {'on' if s.get('enhance') else 'off'}"
+        + (f", display mode {s['display_mode']}" if s.get("display_mode") else "")
+        + (
+            f", pipelined detection {'on' if s['pipelined'] else 'off'}"
+            if s.get("pipelined") is not None
+            else ""
+        ),
         "",
         "stage (ms per frame)     p50      p95",
     ]
@@ -652,7 +745,12 @@ def format_report(r: BenchResult) -> str:
     fps, lat, drop = rt["fps"], rt["latency_ms"], rt["dropped"]
     lines += [
         f"threads: capture {fps['capture']:.1f} fps, processing {fps['processing']:.1f} fps, "
-        f"render {fps['render']:.1f} fps (display cap {s['display_max_fps']:g})",
+        f"render {fps['render']:.1f} fps (display cap {s['display_max_fps']:g})"
+        + (
+            f"; process CPU {rt['cpu_s_per_frame_p50']:.2f} s per processed frame (all threads)"
+            if rt.get("cpu_s_per_frame_p50") is not None
+            else ""
+        ),
         f"latency capture→display: p50 {lat['capture_to_display_p50']} ms, p95 {lat['capture_to_display_p95']} ms; "
         f"dropped: capture→processing {drop['capture_to_processing']}, processing→display {drop['processing_to_display']}",
         f"display {s['display_mode']} ({s['motion']}"
@@ -672,10 +770,12 @@ def format_report(r: BenchResult) -> str:
             f"old {d['old']}, gap {d['gap']})"
         )
     a = r.allocation
-    lines.append(
-        f"allocation (tracemalloc, {a['frames']:g} frames): largest within a frame {a['peak_bytes_per_frame'] / 1024:.1f} KiB, "
-        f"net {a['net_bytes_per_frame']:.0f} B/frame (a frame is {a['frame_bytes'] / 1024:.0f} KiB)"
-    )
+    if a["frames"]:
+        lines.append(
+            f"allocation (tracemalloc, {a['frames']:g} frames): largest within a frame "
+            f"{a['peak_bytes_per_frame'] / 1024:.1f} KiB, net {a['net_bytes_per_frame']:.0f} B/frame "
+            f"(a frame is {a['frame_bytes'] / 1024:.0f} KiB)"
+        )
     if r.warmup_ms:
         lines.append("warm-up ms: " + ", ".join(f"{k} {v:.0f}" for k, v in r.warmup_ms.items()))
     ins = r.insightface
@@ -722,24 +822,45 @@ def cmd_bench(args: Any) -> int:
         level=logging.WARNING if args.json else logging.INFO, format="%(levelname)s %(message)s"
     )
     width, height = (int(v) for v in args.size.lower().split("x"))
+    cost_matched = bool(getattr(args, "cost_matched", False))
+    if cost_matched and args.standins:
+        print("kiosk bench: --standins and --cost-matched exclude each other; choose one", file=sys.stderr)
+        return 2
+    frames = args.frames if args.frames is not None else (COST_MATCHED_FRAMES if cost_matched else 200)
+    skip = args.skip_frames if args.skip_frames is not None else (1 if cost_matched else 5)
+    alloc = args.alloc_frames if args.alloc_frames is not None else (2 if cost_matched else 100)
     tmp: tempfile.TemporaryDirectory[str] | None = None
     standins_dir = None
     if args.standins:
         tmp = tempfile.TemporaryDirectory(prefix="kiosk-bench-")
         standins_dir = Path(tmp.name)
+    cost_dir = None
+    if cost_matched:
+        from kiosk.inference.standins_cost import default_dir
+
+        cost_dir = Path(args.cost_matched_dir).expanduser() if args.cost_matched_dir else default_dir()
     try:
         config = Path(args.config) if args.config else None
-        if config is None and not args.standins:
+        if config is None and not (args.standins or cost_matched):
             default = default_config_path()
             config = default if default.is_file() else None
-        cfg, standin_detector = bench_config(
-            config,
-            standins_dir,
-            width,
-            height,
-            None if args.tracking is None else args.tracking,
-            args.max_faces,
-        )
+        try:
+            cfg, standin_detector = bench_config(
+                config,
+                standins_dir,
+                width,
+                height,
+                # The cost-matched detector answers like the small stand-in, whose white squares
+                # are not reliably found again in tracked regions: full detection every frame.
+                (False if cost_matched else None) if args.tracking is None else args.tracking,
+                args.max_faces,
+                cost_matched_dir=cost_dir,
+                enhance=args.enhance,
+                mode=args.mode,
+            )
+        except BenchError as e:
+            print(f"kiosk bench: {e}", file=sys.stderr)
+            return 2
         if args.set:
             cfg = apply_overrides(cfg, args.set)
         if args.cpu:
@@ -748,6 +869,18 @@ def cmd_bench(args: Any) -> int:
         frame = faces_frame(
             width, height, white_squares=standin_detector, photo=Path(args.photo) if args.photo else None
         )
+        label = "standins" if args.standins else "config"
+        if cost_dir is not None:
+            from kiosk.inference.standins_cost import folder_width
+
+            w = folder_width(cost_dir)
+            label = (
+                "cost-matched"
+                if w == 1.0
+                else f"cost-matched at width {w:g} (small copies, NOT cost-matched)"
+            )
+        # A cost-matched frame can take seconds on a CPU: allow two minutes a frame.
+        timeout = args.timeout or (60.0 + 120.0 * (frames + skip) if cost_matched else 0.0)
         results = []
         modes = args.display or [cfg.display.mode]
         for mode in modes:
@@ -755,7 +888,7 @@ def cmd_bench(args: Any) -> int:
                 r = run_bench(
                     cfg,
                     frame,
-                    args.frames,
+                    frames,
                     composite=composite,
                     camera_fps=args.camera_fps,
                     insightface_reps=args.insightface_reps if args.compare_insightface else 0,
@@ -764,6 +897,10 @@ def cmd_bench(args: Any) -> int:
                     video=Path(args.video) if args.video else None,
                     swap_ms=args.swap_ms,
                     screenshot=_screenshot_path(args.screenshot, mode, composite),
+                    timeout_s=timeout,
+                    skip_frames=skip,
+                    alloc_frames=alloc,
+                    models_label=label,
                 )
                 results.append(r)
                 if not args.json:

@@ -31,7 +31,27 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         "-c",
         help="YAML config (models, providers, processing); default: the kiosk's default config",
     )
-    p.add_argument("--frames", type=int, default=200, help="processed frames to measure (default 200)")
+    p.add_argument(
+        "--frames",
+        type=int,
+        default=None,
+        help="processed frames to measure (default 200; 3 with --cost-matched)",
+    )
+    p.add_argument(
+        "--skip-frames",
+        type=int,
+        default=None,
+        help="processed frames run before measuring (default 5; 1 with --cost-matched)",
+    )
+    p.add_argument(
+        "--alloc-frames",
+        type=int,
+        default=None,
+        help="frames measured under tracemalloc after the run (default 100; 2 with --cost-matched; 0 skips)",
+    )
+    p.add_argument(
+        "--timeout", type=float, default=0.0, help="seconds before the run is stopped (default: auto)"
+    )
     p.add_argument("--size", default="1280x720", help="frame size WxH (default 1280x720)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument(
@@ -40,13 +60,38 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="generate stand-in models into a temporary folder (real det_500m from ../shared/models if present)",
     )
     p.add_argument(
+        "--cost-matched",
+        action="store_true",
+        help="use cost-matched stand-ins (the real models' contracts and compute, random weights), "
+        "generated once into the cache: what a booth would see",
+    )
+    p.add_argument(
+        "--cost-matched-dir",
+        help="folder for the cost-matched models (default $XDG_CACHE_HOME/faceswap-kiosk/cost-matched)",
+    )
+    p.add_argument(
+        "--enhance", dest="enhance", action="store_true", default=None, help="force the enhancer on"
+    )
+    p.add_argument("--no-enhance", dest="enhance", action="store_false", help="force the enhancer off")
+    p.add_argument(
+        "--mode",
+        choices=("synced", "live"),
+        help="set display.mode in the config (one run; --display runs several side by side)",
+    )
+    p.add_argument(
         "--composite",
         nargs="+",
         choices=("gpu", "cpu"),
         default=["gpu"],
         help="gpu: crops + affines for the shader (paste=False); cpu: paste-back on the CPU; both: one run each",
     )
-    p.add_argument("--tracking", dest="tracking", action="store_true", default=None, help="force tracking on")
+    p.add_argument(
+        "--tracking",
+        dest="tracking",
+        action="store_true",
+        default=None,
+        help="force tracking on (default: the config's; off with --cost-matched)",
+    )
     p.add_argument("--no-tracking", dest="tracking", action="store_false", help="force tracking off")
     p.add_argument("--max-faces", type=int, default=None, help="override processing.max_faces")
     p.add_argument(
