@@ -46,6 +46,7 @@ class RunOptions:
     screenshot: Path | None = None
     stats_json: Path | None = None
     stats_interval_s: float = 0.0  # also rewrite stats_json this often while running
+    screenshot_every_s: float = 0.0  # also rewrite screenshot this often while running
 
 
 def default_processor_factory(
@@ -442,6 +443,20 @@ class KioskApp:
         except OSError as exc:
             log.error("snapshot not saved: %s", exc)
 
+    def _write_screenshot(self, surface: Any) -> None:
+        """Replace ``opts.screenshot`` by the frame just drawn, atomically (a reader never sees half a PNG)."""
+        from kiosk.render.window import save_png
+
+        path = self.opts.screenshot
+        if path is None:
+            return
+        tmp = path.with_name(f"{path.stem}.tmp{path.suffix or '.png'}")
+        try:
+            save_png(tmp, surface.read_rgb())
+            tmp.replace(path)
+        except OSError as exc:
+            log.error("screenshot not written: %s", exc)
+
     def status_text(self) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
         cap = self.capture
@@ -475,6 +490,7 @@ class KioskApp:
         period = 1.0 / cap_fps if cap_fps > 0 else 0.0
         next_tick = time.perf_counter()
         next_stats = self._t_start + self.opts.stats_interval_s
+        next_shot = self._t_start
         next_supervise = self._t_start + 1.0
         next_status = self._t_start + 5.0
         overlay = OverlayState()
@@ -506,6 +522,9 @@ class KioskApp:
                 renderer.draw(size, overlay, booth=booth, now=mono)
                 if self.controls.snapshot_requested:
                     self._take_snapshot(surface)
+                if self.opts.screenshot_every_s and now >= next_shot:
+                    self._write_screenshot(surface)
+                    next_shot = now + self.opts.screenshot_every_s
                 surface.end_frame()
                 t_shown = time.perf_counter()
                 self.render_rate.tick(t_shown)
