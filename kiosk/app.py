@@ -474,7 +474,7 @@ class KioskApp:
     def run(self) -> int:
         from kiosk.render.options import DisplayOptions
         from kiosk.render.renderer import OverlayState, Renderer
-        from kiosk.render.window import open_surface, save_png
+        from kiosk.render.window import open_surface
 
         surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
         renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
@@ -558,7 +558,7 @@ class KioskApp:
             if self.opts.screenshot is not None:
                 size = surface.begin_frame()
                 renderer.draw(size, overlay, booth=self.booth_view(time.monotonic()), now=time.monotonic())
-                save_png(self.opts.screenshot, surface.read_rgb())
+                self._write_screenshot(surface)
         finally:
             notifier.stopping()
             self.shutdown()
