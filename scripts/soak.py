@@ -11,6 +11,32 @@ below ``--min-fps``, or the kiosk dies early.
 
     .venv/bin/python scripts/soak.py --config configs/demo.yaml --minutes 20
     .venv/bin/python scripts/soak.py --config my.yaml --minutes 600 --every 60 --csv soak.csv
+
+Fault mode (``--faults``): the harness builds its own booth in a temp folder (stand-in models from
+``kiosk.inference.standins``, one face photo, a looping 640x360 video with two white-square "faces"
+and a 6-bit frame counter), runs ``kiosk run --headless --screenshot P --screenshot-every 0.5`` and,
+once the swap is on screen, injects a fault every ``--fault-every`` seconds, cycling through
+
+- ``source_gone``: the video file renamed away for 3 s, then back;
+- ``bad_photos``: random bytes, a truncated JPEG, a zero-byte and a half PNG added to the faces
+  folder, removed half a period later;
+- ``config_churn``: the YAML rewritten with a harmless change; every second time first half of it
+  (invalid), completed 1.5 s later;
+- ``model_errors``: for 4 s, ``--error-rate`` of the ONNX Runtime calls raise ``Fail``;
+- ``hung_call``: once per run, one call blocks for ``--hang-s`` seconds.
+
+Model faults are injected by ``scripts/soak_inject.py``, loaded into the child as ``sitecustomize``
+(it wraps ``InferenceSession.run``/``run_with_iobinding`` as a JSON control file says); the
+kiosk has no hook for it. Each screenshot counts as "swap on" when both face squares carry the
+stand-in swapper's tint and the frame counter moved since the previous one (a frozen picture is not
+live). Each fault opens an outage window from the fault to the end of its expected recovery
+(``ALLOWANCE_S`` below, per kind); the share of screenshots showing the swap outside those windows,
+from the first swapped screenshot on, must reach ``--min-swap-share``. The summary also gives RSS,
+threads and fds at start and end, the RSS slope after ``--warmup``, crashes (kiosk exit) and the
+share inside the windows by kind (for information). Exit 1 on a crash, an RSS slope above
+``--max-slope-mb-h``, or a share below ``--min-swap-share``.
+
+    .venv/bin/python scripts/soak.py --faults --minutes 5 --fault-every 10 --warmup 60 --json f.json
 """
 
 from __future__ import annotations
@@ -197,7 +223,7 @@ def make_booth(folder: Path) -> Path:
     make_all(folder / "models")
     (folder / "faces").mkdir()
     cv2.imwrite(str(folder / "faces" / "ann.png"), white_square_frame(360, 640, ((64, 64, 64),)))
-    video = cv2.VideoWriter(str(folder / "scene.mp4"), cv2.VideoWriter_fourcc(*"mp4v"), 30, SIZE)
+    video = cv2.VideoWriter(str(folder / "scene.mp4"), cv2.VideoWriter.fourcc(*"mp4v"), 30, SIZE)
     for i in range(VIDEO_FRAMES):
         video.write(make_scene(i))
     video.release()
