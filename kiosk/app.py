@@ -52,6 +52,7 @@ class RunOptions:
     screenshot: Path | None = None
     stats_json: Path | None = None
     stats_interval_s: float = 0.0  # also rewrite stats_json this often while running
+    screenshot_every_s: float = 0.0  # also rewrite screenshot this often while running
 
 
 def default_processor_factory(
@@ -505,6 +506,20 @@ class KioskApp:
         except OSError as exc:
             log.error("snapshot not saved: %s", exc)
 
+    def _write_screenshot(self, surface: Any) -> None:
+        """Replace ``opts.screenshot`` by the frame just drawn, atomically (a reader never sees half a PNG)."""
+        from kiosk.render.window import save_png
+
+        path = self.opts.screenshot
+        if path is None:
+            return
+        tmp = path.with_name(f"{path.stem}.tmp{path.suffix or '.png'}")
+        try:
+            save_png(tmp, surface.read_rgb())
+            tmp.replace(path)
+        except OSError as exc:
+            log.error("screenshot not written: %s", exc)
+
     def status_text(self) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
         cap = self.capture
@@ -535,7 +550,7 @@ class KioskApp:
     def run(self) -> int:
         from kiosk.render.options import DisplayOptions
         from kiosk.render.renderer import OverlayState, Renderer
-        from kiosk.render.window import open_surface, save_png
+        from kiosk.render.window import open_surface
 
         surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
         renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
@@ -551,6 +566,7 @@ class KioskApp:
         period = 1.0 / cap_fps if cap_fps > 0 else 0.0
         next_tick = time.perf_counter()
         next_stats = self._t_start + self.opts.stats_interval_s
+        next_shot = self._t_start
         next_supervise = self._t_start + 1.0
         next_status = self._t_start + 5.0
         overlay = OverlayState()
@@ -584,6 +600,9 @@ class KioskApp:
                 renderer.draw(size, overlay, booth=booth, now=mono)
                 if self.controls.snapshot_requested:
                     self._take_snapshot(surface)
+                if self.opts.screenshot_every_s and now >= next_shot:
+                    self._write_screenshot(surface)
+                    next_shot = now + self.opts.screenshot_every_s
                 surface.end_frame()
                 t_shown = time.perf_counter()
                 self.render_rate.tick(t_shown)
@@ -619,7 +638,7 @@ class KioskApp:
             if self.opts.screenshot is not None:
                 size = surface.begin_frame()
                 renderer.draw(size, overlay, booth=self.booth_view(time.monotonic()), now=time.monotonic())
-                save_png(self.opts.screenshot, surface.read_rgb())
+                self._write_screenshot(surface)
         finally:
             notifier.stopping()
             self.shutdown()

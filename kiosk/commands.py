@@ -71,6 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         screenshot=Path(args.screenshot) if args.screenshot else None,
         stats_json=Path(args.stats_json) if args.stats_json else None,
         stats_interval_s=args.stats_interval,
+        screenshot_every_s=args.screenshot_every if args.screenshot else 0.0,
     )
     from kiosk.render.window import DisplayError
 
@@ -144,6 +145,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=0.0,
         metavar="SEC",
         help="also rewrite --stats-json every SEC seconds while running",
+    )
+    run.add_argument(
+        "--screenshot-every",
+        type=float,
+        default=0.0,
+        metavar="SEC",
+        help="also rewrite --screenshot every SEC seconds while running (atomically)",
     )
     run.set_defaults(func=cmd_run)
 

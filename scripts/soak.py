@@ -11,6 +11,32 @@ below ``--min-fps``, or the kiosk dies early.
 
     .venv/bin/python scripts/soak.py --config configs/demo.yaml --minutes 20
     .venv/bin/python scripts/soak.py --config my.yaml --minutes 600 --every 60 --csv soak.csv
+
+Fault mode (``--faults``): the harness builds its own booth in a temp folder (stand-in models from
+``kiosk.inference.standins``, one face photo, a looping 640x360 video with two white-square "faces"
+and a 6-bit frame counter), runs ``kiosk run --headless --screenshot P --screenshot-every 0.5`` and,
+once the swap is on screen, injects a fault every ``--fault-every`` seconds, cycling through
+
+- ``source_gone``: the video file renamed away for 3 s, then back;
+- ``bad_photos``: random bytes, a truncated JPEG, a zero-byte and a half PNG added to the faces
+  folder, removed half a period later;
+- ``config_churn``: the YAML rewritten with a harmless change; every second time first half of it
+  (invalid), completed 1.5 s later;
+- ``model_errors``: for 4 s, ``--error-rate`` of the ONNX Runtime calls raise ``Fail``;
+- ``hung_call``: once per run, one call blocks for ``--hang-s`` seconds.
+
+Model faults are injected by ``scripts/soak_inject.py``, loaded into the child as ``sitecustomize``
+(it wraps ``InferenceSession.run``/``run_with_iobinding`` as a JSON control file says); the
+kiosk has no hook for it. Each screenshot counts as "swap on" when both face squares carry the
+stand-in swapper's tint and the frame counter moved since the previous one (a frozen picture is not
+live). Each fault opens an outage window from the fault to the end of its expected recovery
+(``ALLOWANCE_S`` below, per kind); the share of screenshots showing the swap outside those windows,
+from the first swapped screenshot on, must reach ``--min-swap-share``. The summary also gives RSS,
+threads and fds at start and end, the RSS slope after ``--warmup``, crashes (kiosk exit) and the
+share inside the windows by kind (for information). Exit 1 on a crash, an RSS slope above
+``--max-slope-mb-h``, or a share below ``--min-swap-share``.
+
+    .venv/bin/python scripts/soak.py --faults --minutes 5 --fault-every 10 --warmup 60 --json f.json
 """
 
 from __future__ import annotations
@@ -109,9 +135,457 @@ def _fmt(v: float | None, spec: str = "6.1f") -> str:
     return format(v, spec) if v is not None else "     -"
 
 
+# -- fault mode (--faults) ---------------------------------------------------------------------------
+
+#: Fault kinds, in the order they are cycled through.
+FAULT_KINDS = ("source_gone", "bad_photos", "config_churn", "model_errors", "hung_call")
+
+#: Kinds injected once per run: one hung call; the test-only swap_off.
+ONCE = ("hung_call", "swap_off")
+
+#: Seconds after a fault (or the end of a fault that lasts) in which the swap may be off screen;
+#: the share of time the swap is on screen is measured outside these windows.
+ALLOWANCE_S = {
+    "source_gone": 4.0,  # file back → next reconnect try (source.reconnect_max_s 2 s) + reopen
+    "bad_photos": 2.0,  # each of: photos added, photos removed (a library rescan)
+    "config_churn": 3.0,  # the watcher polls every 1 s; a rebuild, if any, must be quick
+    "model_errors": 5.0,  # after the error burst: one rebuild with back-off
+    "hung_call": 10.0,  # processing.stall_s (5 s) to abandon the call + a rebuild
+    "swap_off": 3.0,  # test-only: a config churn that disables processing for good
+}
+
+#: Where the harness's synthetic booth shows its two "faces" (white squares the stand-in
+#: detector finds) and a 6-bit frame counter (16 px blocks) that tells a frozen picture.
+FACE_SQUARES = ((128, 160, 64), (416, 160, 64))
+MARKER_XY = (640 - 8 - 6 * 20, 360 - 24)
+VIDEO_FRAMES = 64
+SIZE = (640, 360)
+
+
+def _marker_blocks() -> list[tuple[int, int]]:
+    x0, y0 = MARKER_XY
+    return [(x0 + 20 * b, y0) for b in range(6)]
+
+
+def make_scene(i: int) -> Any:
+    from kiosk.inference.standins import white_square_frame
+
+    frame = white_square_frame(SIZE[1], SIZE[0], FACE_SQUARES)
+    for b, (x, y) in enumerate(_marker_blocks()):
+        frame[y : y + 16, x : x + 16] = 170 if (i >> b) & 1 else 20
+    return frame
+
+
+def classify_shot(bgr: Any) -> tuple[bool, int]:
+    """(the stand-in swap's tint is on every face square, the frame counter) of a screenshot."""
+    import numpy as np
+
+    tinted = True
+    for x, y, side in FACE_SQUARES:
+        inner = bgr[y + 8 : y + side - 8, x + 8 : x + side - 8].reshape(-1, 3).astype(np.float32)
+        mean = inner.mean(axis=0)
+        dev = float(np.abs(255.0 - mean).mean())
+        # White (pass-through) reads ~255; the stand-in swapper tints it to about (198, 226, 189).
+        tinted = tinted and 20.0 < dev < 110.0 and float(mean.max() - mean.min()) > 12.0
+    counter = 0
+    for b, (x, y) in enumerate(_marker_blocks()):
+        if float(bgr[y + 4 : y + 12, x + 4 : x + 12].mean()) > 95.0:
+            counter |= 1 << b
+    return tinted, counter
+
+
+BOOTH_YAML = """\
+# written by scripts/soak.py --faults (churn {churn})
+source: {{kind: video, path: scene.mp4, mirror: false, reconnect_initial_s: 0.5, reconnect_max_s: 2}}
+display: {{width: {w}, height: {h}, vsync: false, max_fps: 30}}
+processing: {{enabled: {enabled}, tracking: false}}
+models: {{dir: models, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
+faces: {{dir: faces, cache_dir: cache}}
+ui: {{attract_after_s: 0, carousel: false, banner: ""}}
+controls: {{gamepad_enabled: false, repeat_interval_s: {repeat}}}
+overlay: {{debug: false, status_line: false}}
+logging: {{level: INFO}}
+"""
+
+
+def booth_yaml(churn: int, enabled: bool = True) -> str:
+    return BOOTH_YAML.format(
+        churn=churn, w=SIZE[0], h=SIZE[1], enabled=str(enabled).lower(), repeat=0.2 + 0.01 * (churn % 2)
+    )
+
+
+def make_booth(folder: Path) -> Path:
+    """Stand-in models, one face photo, a looping video with two faces and the YAML, in ``folder``."""
+    import cv2
+
+    from kiosk.inference.standins import make_all, white_square_frame
+
+    make_all(folder / "models")
+    (folder / "faces").mkdir()
+    cv2.imwrite(str(folder / "faces" / "ann.png"), white_square_frame(360, 640, ((64, 64, 64),)))
+    video = cv2.VideoWriter(str(folder / "scene.mp4"), cv2.VideoWriter.fourcc(*"mp4v"), 30, SIZE)
+    for i in range(VIDEO_FRAMES):
+        video.write(make_scene(i))
+    video.release()
+    (folder / "kiosk.yaml").write_text(booth_yaml(0))
+    return folder / "kiosk.yaml"
+
+
+@dataclass
+class Window:
+    kind: str
+    start: float  # unix seconds
+    end: float
+
+
+class Injector:
+    """Starts each fault and schedules its end; records the outage windows."""
+
+    def __init__(
+        self, folder: Path, control: Path, period_s: float, hang_s: float, error_rate: float
+    ) -> None:
+        self.folder = folder
+        self.control = control
+        self.period_s = period_s
+        self.hang_s = hang_s
+        self.error_rate = error_rate
+        self.counts: dict[str, int] = {}
+        self.windows: list[Window] = []
+        self.events: list[dict[str, Any]] = []
+        self.pending: list[tuple[float, str, Any]] = []  # (unix time, label, action)
+        self._ctl: dict[str, Any] = {}
+        self._churn = 0
+        self._bad_photo = 0
+
+    def _write_control(self) -> None:
+        tmp = self.control.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._ctl))
+        tmp.replace(self.control)
+
+    def _later(self, delay: float, label: str, action: Any) -> None:
+        self.pending.append((time.time() + delay, label, action))
+
+    def _log(self, what: str) -> None:
+        self.events.append({"t_unix": round(time.time(), 3), "event": what})
+        print(f"soak: fault {what}", flush=True)
+
+    def _window(self, kind: str, start: float, end: float) -> None:
+        self.windows.append(Window(kind, start, end + ALLOWANCE_S[kind]))
+
+    def tick(self) -> None:
+        now = time.time()
+        due = [p for p in self.pending if p[0] <= now]
+        self.pending = [p for p in self.pending if p[0] > now]
+        for _, label, action in due:
+            action()
+            self._log(label)
+
+    def finish(self) -> None:
+        """Undo whatever is still injected (the run is ending)."""
+        for _, _label, action in sorted(self.pending, key=lambda p: p[0]):
+            action()
+        self.pending = []
+        self._ctl = {}
+        self._write_control()
+
+    def inject(self, kind: str) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        getattr(self, f"_{kind}")()
+        self._log(f"{kind} #{self.counts[kind]}")
+
+    # -- the kinds ---------------------------------------------------------------------------
+    def _source_gone(self) -> None:
+        video, away = self.folder / "scene.mp4", self.folder / "scene.mp4.away"
+        start, down = time.time(), min(3.0, self.period_s * 0.5)
+        video.rename(away)
+        self._window("source_gone", start, start + down)
+        self._later(down, "source_gone: video back", lambda: away.rename(video))
+
+    def _bad_photos(self) -> None:
+        import os as _os
+
+        faces = self.folder / "faces"
+        self._bad_photo += 1
+        n = self._bad_photo
+        good = (faces / "ann.png").read_bytes()
+        bad = {
+            faces / f"zz_random_{n}.jpg": _os.urandom(20_000),
+            faces / f"zz_truncated_{n}.jpg": _jpeg_bytes()[:700],
+            faces / f"zz_empty_{n}.png": b"",
+            faces / f"zz_half_{n}.png": good[: len(good) // 2],
+        }
+        for path, data in bad.items():
+            path.write_bytes(data)
+        start = time.time()
+        self._window("bad_photos", start, start)
+        stay = self.period_s * 0.5
+
+        def remove() -> None:
+            for path in bad:
+                path.unlink(missing_ok=True)
+            self._window("bad_photos", time.time(), time.time())
+
+        self._later(stay, "bad_photos: removed", remove)
+
+    def _config_churn(self) -> None:
+        self._churn += 1
+        path = self.folder / "kiosk.yaml"
+        text = booth_yaml(self._churn)
+        start = time.time()
+        if self._churn % 2:
+            path.write_text(text)  # a harmless change (controls.repeat_interval_s)
+            self._window("config_churn", start, start)
+            return
+        path.write_text(text[: len(text) // 2])  # an editor caught mid-save: invalid for a while
+        done = min(1.5, self.period_s * 0.4)
+        self._window("config_churn", start, start + done)
+        self._later(done, "config_churn: file completed", lambda: path.write_text(text))
+
+    def _model_errors(self) -> None:
+        start, burst = time.time(), min(4.0, self.period_s * 0.6)
+        self._ctl["errors"] = {"until": start + burst, "rate": self.error_rate}
+        self._write_control()
+        self._window("model_errors", start, start + burst)
+
+    def _hung_call(self) -> None:
+        start = time.time()
+        self._ctl["hang"] = {"id": self.counts["hung_call"], "seconds": self.hang_s}
+        self._write_control()
+        self._window("hung_call", start, start)
+
+        def release() -> None:
+            self._ctl.pop("hang", None)
+            self._write_control()
+
+        self._later(self.hang_s + 1.0, "hung_call: released", release)
+
+    def _swap_off(self) -> None:
+        start = time.time()
+        (self.folder / "kiosk.yaml").write_text(booth_yaml(self._churn, enabled=False))
+        self._window("swap_off", start, start)
+
+
+def _jpeg_bytes() -> bytes:
+    import cv2
+
+    from kiosk.inference.standins import white_square_frame
+
+    ok, buf = cv2.imencode(".jpg", white_square_frame(360, 640, ((64, 64, 64),)))
+    return bytes(buf) if ok else b""
+
+
+def swap_share(shots: list[tuple[float, bool, int]], windows: list[Window]) -> dict[str, Any]:
+    """Share of screenshots outside the outage windows that show the swap on a live picture.
+
+    A screenshot counts as "swap on" when every face square carries the stand-in swap's tint
+    and the frame counter moved since the previous screenshot (a frozen picture is not live).
+    Measured from the first "swap on" screenshot (start-up and model warm-up excluded)."""
+    live: list[tuple[float, bool]] = []
+    prev: int | None = None
+    for t, tinted, counter in shots:
+        live.append((t, tinted and counter != prev))
+        prev = counter
+    first = next((t for t, on in live if on), None)
+    if first is None:
+        return {"share": 0.0, "samples": 0, "samples_on": 0, "first_swap_unix": None, "by_kind": {}}
+
+    def inside(t: float) -> str | None:
+        return next((w.kind for w in windows if w.start <= t < w.end), None)
+
+    rest = [(t, on) for t, on in live if t >= first and inside(t) is None]
+    by_kind: dict[str, list[bool]] = {}
+    for t, on in live:
+        kind = inside(t)
+        if kind is not None:
+            by_kind.setdefault(kind, []).append(on)
+    first_fault = min((w.start for w in windows), default=None)
+    before = [on for t, on in rest if first_fault is None or t < first_fault]
+    n_on = sum(on for _, on in rest)
+    return {
+        "share": round(n_on / len(rest), 4) if rest else 0.0,
+        "samples": len(rest),
+        "samples_on": n_on,
+        "share_before_first_fault": round(sum(before) / len(before), 4) if before else None,
+        "samples_in_outages": sum(len(v) for v in by_kind.values()),
+        "share_in_outages_by_kind": {k: round(sum(v) / len(v), 3) for k, v in sorted(by_kind.items())},
+        "first_swap_unix": round(first, 3),
+    }
+
+
+def run_faults(args: argparse.Namespace) -> int:
+    """``--faults``: the harness's own booth, faults injected on a schedule, the swap read from pixels."""
+    import shutil
+
+    import cv2
+
+    kinds = [k for k in args.fault_kinds.split(",") if k] if args.fault_kinds != "none" else []
+    unknown = sorted(set(kinds) - set(ALLOWANCE_S))
+    if unknown:
+        print(f"soak: unknown fault kind(s) {', '.join(unknown)} (known: {', '.join(ALLOWANCE_S)})")
+        return 2
+    seconds = args.minutes * 60
+    tmp = Path(tempfile.mkdtemp(prefix="kiosk-soak-faults-"))
+    booth = tmp / "booth"
+    booth.mkdir()
+    config = make_booth(booth)
+    inject_dir = tmp / "inject"
+    inject_dir.mkdir()
+    shutil.copy(ROOT / "scripts" / "soak_inject.py", inject_dir / "sitecustomize.py")
+    control = tmp / "faults.json"
+    control.write_text("{}")
+    shot, stats_path, log_path = tmp / "live.png", tmp / "stats.json", tmp / "kiosk.log"
+    paths = [str(inject_dir), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = dict(os.environ, KIOSK_SOAK_FAULTS=str(control), PYTHONPATH=os.pathsep.join(paths))
+    cmd = [
+        sys.executable, "-m", "kiosk", "run", "--config", str(config), "--headless", "--seconds", f"{seconds:g}",
+        "--stats-json", str(stats_path), "--stats-interval", "2", "--screenshot", str(shot),
+        "--screenshot-every", f"{args.shot_every:g}",
+    ]  # fmt: skip
+    print(f"soak: {' '.join(cmd)}\nsoak: booth {booth}, kiosk log {log_path}", flush=True)
+    injector = Injector(booth, control, args.fault_every, args.hang_s, args.error_rate)
+    shots: list[tuple[float, bool, int]] = []
+    samples: list[Sample] = []
+    last_mtime: int | None = None
+    with log_path.open("w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    t0 = time.monotonic()
+    next_sample, next_fault, cycle, finished = t0 + 2.0, None, 0, False
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            try:
+                st = shot.stat()
+            except FileNotFoundError:
+                st = None
+            if st is not None and st.st_mtime_ns != last_mtime:
+                img = cv2.imread(str(shot))
+                if img is not None and img.shape[:2] == (SIZE[1], SIZE[0]):
+                    last_mtime = st.st_mtime_ns
+                    tinted, counter = classify_shot(img)
+                    shots.append((st.st_mtime_ns / 1e9, tinted, counter))
+            if next_fault is None and kinds and args.fault_every > 0 and any(on for _, on, _ in shots):
+                next_fault = now + args.fault_every  # faults start once the swap is on screen
+            if not finished and next_fault is not None and now >= next_fault and now - t0 < seconds - 3:
+                todo = [k for k in kinds if not (k in ONCE and injector.counts.get(k))]
+                if todo:
+                    injector.inject(todo[cycle % len(todo)])
+                    cycle += 1
+                next_fault += args.fault_every
+            injector.tick()
+            if not finished and now - t0 >= seconds - 1.0:
+                injector.finish()  # leave the booth as it was before the kiosk stops
+                finished = True
+            if now >= next_sample:
+                info = read_proc(proc.pid)
+                if info is not None:
+                    stj = read_stats(stats_path)
+                    samples.append(
+                        Sample(
+                            now - t0,
+                            info[0],
+                            info[1],
+                            info[2],
+                            _num(stj, "fps", "render"),
+                            _num(stj, "fps", "capture"),
+                            _num(stj, "fps", "processing"),
+                            _num(stj, "frames", "rendered"),
+                            _num(stj, "source", "reconnects"),
+                            _num(stj, "processing", "restarts"),
+                        )  # fmt: skip
+                    )
+                next_sample += args.every
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        proc.send_signal(signal.SIGTERM)
+    finally:
+        injector.finish()
+    try:
+        rc = proc.wait(timeout=max(30.0, args.hang_s + 10))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+    elapsed = time.monotonic() - t0
+    crashed = rc != 0 or elapsed < seconds * 0.95
+    summary = summarise(samples, args.warmup)
+    share = swap_share(shots, injector.windows)
+    final = read_stats(stats_path)
+    report: dict[str, Any] = {
+        "duration_s": round(elapsed, 1),
+        "crashes": int(crashed),
+        "kiosk_exit_code": rc,
+        "rss_start_mb": summary["rss_start_mb"],
+        "rss_after_warmup_mb": summary["rss_after_warmup_mb"],
+        "rss_end_mb": summary["rss_end_mb"],
+        "rss_max_mb": summary["rss_max_mb"],
+        "rss_slope_mb_per_h": summary["rss_slope_mb_per_h"],
+        "threads_start": samples[0].threads if samples else None,
+        "threads_end": samples[-1].threads if samples else None,
+        "fds_start": samples[0].fds if samples else None,
+        "fds_end": samples[-1].fds if samples else None,
+        "faults": dict(sorted(injector.counts.items())),
+        "fault_every_s": args.fault_every,
+        "allowance_s": {k: ALLOWANCE_S[k] for k in sorted(set(kinds))},
+        "outage_s": round(sum(w.end - w.start for w in injector.windows), 1),
+        "screenshots": len(shots),
+        "swap": share,
+        "kiosk_errors": _num(final, "processing", "errors"),
+        "kiosk_restarts": _num(final, "processing", "restarts"),
+        "kiosk_reconnects": _num(final, "source", "reconnects"),
+        "kiosk_thread_restarts": final.get("thread_restarts"),
+    }
+    rows = [
+        ("duration", f"{report['duration_s']} s", "crashes", str(report["crashes"])),
+        ("RSS start", f"{_fmt(report['rss_start_mb'])} MB", "RSS end", f"{_fmt(report['rss_end_mb'])} MB"),
+        ("RSS warm", f"{_fmt(report['rss_after_warmup_mb'])} MB", "slope", f"{report['rss_slope_mb_per_h']} MB/h"),
+        ("threads", f"{report['threads_start']} → {report['threads_end']}", "fds",
+         f"{report['fds_start']} → {report['fds_end']}"),
+        ("swap share", f"{share['share']:.3f}", "samples", f"{share.get('samples_on', 0)}/{share['samples']}"),
+        ("outages", f"{report['outage_s']} s", "errors/restarts",
+         f"{report['kiosk_errors']}/{report['kiosk_restarts']}"),
+    ]  # fmt: skip
+    print("soak summary (faults):")
+    for a, av, b, bv in rows:
+        print(f"  {a:<12} {av:>14}   {b:<16} {bv:>10}")
+    print(f"  faults injected: {report['faults']}")
+    print(f"  swap share inside the outage windows, by kind: {share.get('share_in_outages_by_kind', {})}")
+    failures = []
+    if crashed:
+        failures.append(f"kiosk exited with {rc} after {elapsed:.0f} s of {seconds:.0f} s (log {log_path})")
+    if report["rss_slope_mb_per_h"] > args.max_slope_mb_h:
+        failures.append(
+            f"RSS grows {report['rss_slope_mb_per_h']} MB/h after warm-up (> {args.max_slope_mb_h})"
+        )
+    if share["share"] < args.min_swap_share:
+        failures.append(
+            f"swap on screen {share['share']:.3f} of the time outside outages (< {args.min_swap_share})"
+        )
+    report["failures"] = failures
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "summary": report,
+                    "windows": [asdict(w) for w in injector.windows],
+                    "events": injector.events,
+                    "screenshots": [
+                        {"t_unix": round(t, 3), "tinted": on, "counter": c} for t, on, c in shots
+                    ],
+                    "samples": [asdict(s) for s in samples],
+                    "kiosk_final_stats": final,
+                },
+                indent=2,
+            )
+        )
+    for failure in failures:
+        print(f"soak FAILED: {failure}")
+    if not failures:
+        print("soak OK")
+    return 1 if failures else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", required=True, help="kiosk YAML config (synthetic or video source)")
+    ap.add_argument("--config", help="kiosk YAML config (synthetic or video source); not with --faults")
     ap.add_argument("--minutes", type=float, default=20.0, help="how long to run")
     ap.add_argument("--every", type=float, default=30.0, help="seconds between samples")
     ap.add_argument("--warmup", type=float, default=120.0, help="seconds before RSS must be flat")
@@ -126,7 +600,32 @@ def main(argv: list[str] | None = None) -> int:
         nargs=argparse.REMAINDER,
         help="run this instead of `python -m kiosk run ...` ({stats} and {seconds} are substituted)",
     )
+    faults = ap.add_argument_group("fault mode")
+    faults.add_argument(
+        "--faults", action="store_true", help="run the harness's own booth and inject faults (see above)"
+    )
+    faults.add_argument("--fault-every", type=float, default=10.0, metavar="S", help="seconds between faults")
+    faults.add_argument(
+        "--fault-kinds",
+        default=",".join(FAULT_KINDS),
+        help="comma list to cycle through (default all; 'none': no faults; swap_off: disables the swap)",
+    )
+    faults.add_argument("--hang-s", type=float, default=20.0, help="how long the one hung model call blocks")
+    faults.add_argument("--error-rate", type=float, default=0.03, help="share of model calls that raise")
+    faults.add_argument("--shot-every", type=float, default=0.5, help="seconds between screenshots")
+    faults.add_argument(
+        "--min-swap-share",
+        type=float,
+        default=0.95,
+        help="fail if the swap is on screen less than this share of the time outside outages",
+    )
     args = ap.parse_args(argv)
+    if args.faults:
+        if args.config or args.command:
+            ap.error("--faults runs its own booth: drop --config/--command")
+        return run_faults(args)
+    if not args.config and not args.command:
+        ap.error("--config is required (or --faults)")
 
     seconds = args.minutes * 60
     tmp = Path(tempfile.mkdtemp(prefix="kiosk-soak-"))

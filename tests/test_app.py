@@ -74,6 +74,31 @@ def test_headless_run_writes_screenshot_and_stats(tmp_path):
     assert not app.capture.is_alive() and not app.inference.is_alive()
 
 
+def test_screenshot_every_rewrites_the_png_while_running(tmp_path):
+    import cv2
+
+    shot = tmp_path / "live.png"
+    app = KioskApp(_cfg(), RunOptions(headless=True, seconds=2.0, screenshot=shot, screenshot_every_s=0.2))
+    seen: list[tuple[int, tuple[int, ...]]] = []
+    runner = threading.Thread(target=app.run)
+    runner.start()
+    while runner.is_alive():
+        try:
+            st = shot.stat()
+        except FileNotFoundError:
+            time.sleep(0.02)
+            continue
+        if not seen or st.st_mtime_ns != seen[-1][0]:
+            img = cv2.imread(str(shot))
+            assert img is not None, "a reader saw a partly written PNG"
+            seen.append((st.st_mtime_ns, img.shape))
+        time.sleep(0.02)
+    runner.join()
+    assert len(seen) >= 4  # about every 0.2 s for 2 s, not only at exit
+    assert all(shape == (180, 320, 3) for _, shape in seen)
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
 class FailingThenOk:
     """A camera that works, is 'unplugged' for a while, then comes back."""
 
