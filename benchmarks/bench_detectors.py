@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_pipeline import make_frame  # noqa: E402
 
 from kiosk.config import KioskConfig, ModelsConfig, ProcessingConfig, ProvidersConfig  # noqa: E402
-from kiosk.inference import standins  # noqa: E402
 from kiosk.pipeline import SwapPipeline  # noqa: E402
+from kiosk.tools import standins  # noqa: E402
 
 
 def _pipe(detector: Path, standin_dir: Path, tracking: bool, threads: int) -> SwapPipeline:

@@ -12,7 +12,7 @@ wall time.
 
     .venv/bin/python benchmarks/bench_hotpath.py [--before b982620] [--size 1920x1080] [--rounds 5]
 
-Models: stand-ins (:mod:`kiosk.inference.standins`) with the real ``det_500m`` from ../shared/models
+Models: stand-ins (:mod:`kiosk.tools.standins`) with the real ``det_500m`` from ../shared/models
 when present. Frame: insightface's t1.jpg (six faces) scaled into the frame.
 """
 
@@ -139,8 +139,8 @@ def main() -> int:
     ap.add_argument("--frames", type=int, default=30, help="frames per round and version")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from kiosk.bench import faces_frame, shared_file
-    from kiosk.inference.standins import make_all
+    from kiosk.tools.bench import faces_frame, shared_file
+    from kiosk.tools.standins import make_all
 
     w, h = (int(v) for v in args.size.split("x"))
     with tempfile.TemporaryDirectory(prefix="bench_hotpath_") as tmp_name:

@@ -62,7 +62,7 @@ def main() -> int:
         models_dir = Path(args.models_dir)
         kind = "real"
     else:
-        from kiosk.inference import standins
+        from kiosk.tools import standins
 
         models_dir = Path(tempfile.mkdtemp(prefix="bench_models_"))
         standins.make_all(models_dir)

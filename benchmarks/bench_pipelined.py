@@ -8,7 +8,7 @@ the inference thread spends per frame) and the frames per second that gives.
     .venv/bin/python benchmarks/bench_pipelined.py [--swapper standin|heavy] [--size 1280x720]
         [--rounds 5] [--frames 20] [--threads 0]
 
-Models: the stand-ins (:mod:`kiosk.inference.standins`) with the real ``det_500m`` from
+Models: the stand-ins (:mod:`kiosk.tools.standins`) with the real ``det_500m`` from
 ../shared/models when present. ``--swapper heavy`` replaces the stand-in swapper (one 3x3 conv)
 by a deeper conv net with the same contract (five 3x3 convs, 16 channels at 128x128), to see the
 case where both stages cost about as much. Frame: insightface's t1.jpg (six faces).
@@ -92,12 +92,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="models.providers.intra_op_threads")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from kiosk.bench import faces_frame, shared_file
     from kiosk.config import KioskConfig
-    from kiosk.inference.standins import make_all
     from kiosk.pipeline import PipelineProcessor, SwapPipeline
     from kiosk.pipelined import PipelinedDetection
     from kiosk.runtime import new_swap_result
+    from kiosk.tools.bench import faces_frame, shared_file
+    from kiosk.tools.standins import make_all
 
     w, h = (int(v) for v in args.size.split("x"))
     with tempfile.TemporaryDirectory(prefix="bench_pipelined_") as tmp_name:

@@ -27,11 +27,11 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from kiosk.config import ProvidersConfig
-from kiosk.inference import standins
 from kiosk.inference.parser import FaceParser
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import spec_for_file
 from kiosk.inference.swapper import InSwapper
+from kiosk.tools import standins
 from kiosk.types import Face
 
 KPS = np.array([[281.3, 201.7], [359.2, 197.9], [322.4, 251.1], [291.8, 302.6], [349.5, 299.4]], np.float32)

@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT))
 from kiosk.config import KioskConfig  # noqa: E402
 from kiosk.inference.color import ColorCorrector, ColorOptions  # noqa: E402
 from kiosk.inference.mask import MaskBuilder  # noqa: E402
-from kiosk.inference.standins import make_embedder, make_swapper  # noqa: E402
 from kiosk.pipeline import SwapPipeline, read_image  # noqa: E402
+from kiosk.tools.standins import make_embedder, make_swapper  # noqa: E402
 
 
 def lab_correct(visitor: np.ndarray, swap: np.ndarray, weight: np.ndarray) -> np.ndarray:

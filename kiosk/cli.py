@@ -15,7 +15,7 @@ _COMMAND_MODULES = (
     "kiosk.commands",
     "kiosk.models_cli",
     "kiosk.appliance.cli",
-    "kiosk.bench_cli",
+    "kiosk.tools.bench_cli",
 )
 
 

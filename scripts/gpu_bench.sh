@@ -108,7 +108,7 @@ WIDTH=1
 [ "$CPU" = 1 ] && WIDTH=0.0625
 say "generating the cost-matched models into $MODELS (width $WIDTH)"
 G0=$(date +%s.%N)
-(cd "$WORK" && "$VENV/bin/python" -m kiosk.inference.standins_cost --dir "$MODELS" --width "$WIDTH") > "$WORK/models_table.md"
+(cd "$WORK" && "$VENV/bin/python" -m kiosk.tools.standins_cost --dir "$MODELS" --width "$WIDTH") > "$WORK/models_table.md"
 G1=$(date +%s.%N)
 "$VENV/bin/python" -c "print(round($G1 - $G0, 1))" > "$WORK/gen_s"
 cat "$WORK/models_table.md" >&2

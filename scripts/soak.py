@@ -13,7 +13,7 @@ below ``--min-fps``, or the kiosk dies early.
     .venv/bin/python scripts/soak.py --config my.yaml --minutes 600 --every 60 --csv soak.csv
 
 Fault mode (``--faults``): the harness builds its own booth in a temp folder (stand-in models from
-``kiosk.inference.standins``, one face photo, a looping 640x360 video with two white-square "faces"
+``kiosk.tools.standins``, one face photo, a looping 640x360 video with two white-square "faces"
 and a 6-bit frame counter), runs ``kiosk run --headless --screenshot P --screenshot-every 0.5`` and,
 once the swap is on screen, injects a fault every ``--fault-every`` seconds, cycling through
 
@@ -168,7 +168,7 @@ def _marker_blocks() -> list[tuple[int, int]]:
 
 
 def make_scene(i: int) -> Any:
-    from kiosk.inference.standins import white_square_frame
+    from kiosk.tools.standins import white_square_frame
 
     frame = white_square_frame(SIZE[1], SIZE[0], FACE_SQUARES)
     for b, (x, y) in enumerate(_marker_blocks()):
@@ -218,7 +218,7 @@ def make_booth(folder: Path) -> Path:
     """Stand-in models, one face photo, a looping video with two faces and the YAML, in ``folder``."""
     import cv2
 
-    from kiosk.inference.standins import make_all, white_square_frame
+    from kiosk.tools.standins import make_all, white_square_frame
 
     make_all(folder / "models")
     (folder / "faces").mkdir()
@@ -368,7 +368,7 @@ class Injector:
 def _jpeg_bytes() -> bytes:
     import cv2
 
-    from kiosk.inference.standins import white_square_frame
+    from kiosk.tools.standins import white_square_frame
 
     ok, buf = cv2.imencode(".jpg", white_square_frame(360, 640, ((64, 64, 64),)))
     return bytes(buf) if ok else b""

@@ -1,7 +1,7 @@
-"""Stand-in ONNX models for the tests: re-exported from :mod:`kiosk.inference.standins`, where the
+"""Stand-in ONNX models for the tests: re-exported from :mod:`kiosk.tools.standins`, where the
 generator lives so that ``kiosk bench --standins`` builds exactly the same models."""
 
-from kiosk.inference.standins import (
+from kiosk.tools.standins import (
     RETINAFACE_OUTPUT_NAMES,
     SCRFD_OUTPUT_NAMES,
     STANDIN_FILES,

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from inference_fixtures import *  # noqa: F403
 
-from kiosk.bench import BenchProcessor, StillSource, bench_config, faces_frame, format_report, run_bench
 from kiosk.cli import build_parser, main
 from kiosk.pipeline import SwapPipeline
+from kiosk.tools.bench import BenchProcessor, StillSource, bench_config, faces_frame, format_report, run_bench
 
 pytestmark = [pytest.mark.gl, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -72,7 +72,7 @@ def test_run_bench_reports_every_figure(tmp_path: Path, composite: str) -> None:
 
 
 def test_bench_processor_records_after_skip(standin_cfg) -> None:  # type: ignore[no-untyped-def]
-    from kiosk.inference.standins import white_square_frame
+    from kiosk.tools.standins import white_square_frame
     from kiosk.types import SwapResult
 
     pipe = SwapPipeline.from_config(standin_cfg)
@@ -98,8 +98,8 @@ def test_kiosk_bench_command_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_bench_set_overrides_config_keys_and_reports_mask_and_colour(tmp_path: Path) -> None:
-    from kiosk.bench import apply_overrides
     from kiosk.config import ConfigError
+    from kiosk.tools.bench import apply_overrides
 
     cfg, standin_detector = bench_config(None, tmp_path, 640, 360, tracking=False, max_faces=2)
     cfg = apply_overrides(
@@ -125,7 +125,7 @@ def test_bench_set_overrides_config_keys_and_reports_mask_and_colour(tmp_path: P
 def test_moving_source_sways_and_slow_swapper_takes_its_time(standin_cfg) -> None:  # type: ignore[no-untyped-def]
     import time
 
-    from kiosk.bench import MovingSource, slow_swapper
+    from kiosk.tools.bench import MovingSource, slow_swapper
 
     frame = faces_frame(320, 180, white_squares=True)
     src = MovingSource(frame, fps=1000.0)
@@ -144,7 +144,7 @@ def test_moving_source_sways_and_slow_swapper_takes_its_time(standin_cfg) -> Non
 
 
 def test_run_bench_live_reports_picture_latency_face_age_and_tracker(tmp_path: Path) -> None:
-    from kiosk.bench import format_display_comparison
+    from kiosk.tools.bench import format_display_comparison
 
     cfg, standin_detector = bench_config(None, tmp_path, 640, 360, tracking=False, max_faces=2)
     cfg = _cpu(cfg)

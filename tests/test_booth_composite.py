@@ -13,7 +13,7 @@ from inference_fixtures import insightface_image, shared_model
 
 from kiosk.app import KioskApp, RunOptions
 from kiosk.config import load_config
-from kiosk.inference.standins import make_embedder, make_swapper
+from kiosk.tools.standins import make_embedder, make_swapper
 
 pytestmark = [pytest.mark.gl, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from inference_fixtures import insightface_image, shared_model
 
-from kiosk.inference.standins import make_embedder, make_swapper
+from kiosk.tools.standins import make_embedder, make_swapper
 
 ROOT = Path(__file__).resolve().parent.parent
 

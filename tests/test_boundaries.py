@@ -88,3 +88,19 @@ def test_plain_data_modules_import_nothing_of_the_kiosk() -> None:
     for name in CONFIG_MAY_IMPORT:
         path = KIOSK / (name.split(".", 1)[1] + ".py")
         assert not {m for m in imported_modules(path) if _is_under(m, "kiosk")} - NEUTRAL, name
+
+
+def test_the_running_kiosk_does_not_import_the_tools() -> None:
+    """``kiosk/tools/`` (bench, stand-in generators, README pictures) is not part of the running
+    kiosk: nothing outside it imports it (the CLI registers ``kiosk bench`` by module name, loaded
+    only when that command is parsed)."""
+    offenders = []
+    for path in sorted(KIOSK.rglob("*.py")):
+        if "tools" in path.relative_to(KIOSK).parts:
+            continue
+        offenders += [
+            f"{path.relative_to(KIOSK.parent)} imports {m}"
+            for m in imported_modules(path)
+            if _is_under(m, "kiosk.tools")
+        ]
+    assert not offenders, "\n".join(offenders)

@@ -18,13 +18,13 @@ from inference_fixtures import cpu_only
 
 from kiosk.cli import main
 from kiosk.config import KioskConfig
-from kiosk.inference import standins
 from kiosk.inference.align import align_matrix, warp_crop
 from kiosk.inference.errors import ModelSignatureError
 from kiosk.inference.parser import FACE_CLASSES, FaceParser
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import BISENET_RESNET_18, BISENET_RESNET_34, spec_for_file
 from kiosk.pipeline import missing_models, model_paths, open_parser
+from kiosk.tools import standins
 from kiosk.types import Face
 
 PALETTE = standins.PARSER_PALETTE_RGB

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from kiosk.app import KioskApp, RunOptions
-from kiosk.bench import MovingSource
 from kiosk.config import parse_config
+from kiosk.tools.bench import MovingSource
 from kiosk.types import Face, FrameBGR, SwappedFace, SwapResult
 
 pytestmark = [pytest.mark.gl, pytest.mark.slow]

@@ -21,7 +21,7 @@ from test_mask import LowerHalfParser
 
 from kiosk.app import KioskApp, RunOptions
 from kiosk.config import load_config
-from kiosk.inference.standins import make_embedder, make_swapper
+from kiosk.tools.standins import make_embedder, make_swapper
 
 pytestmark = pytest.mark.gl
 

@@ -19,7 +19,7 @@ import pytest
 from kiosk.appliance import monitoring
 from kiosk.appliance.monitoring import TextfileMonitor, render_metrics, write_atomic
 from kiosk.config import ConfigError, parse_config
-from kiosk.inference.standins import make_detector, make_embedder, make_swapper, white_square_frame
+from kiosk.tools.standins import make_detector, make_embedder, make_swapper, white_square_frame
 
 prom_parser = pytest.importorskip(
     "prometheus_client.parser", reason="pip install prometheus_client (test extra)"

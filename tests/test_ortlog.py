@@ -76,7 +76,7 @@ def test_cuda_fallback_is_stated_once_without_colour_codes(tmp_path: Path) -> No
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
         from pathlib import Path
         from kiosk.config import ProvidersConfig
-        from kiosk.inference import standins
+        from kiosk.tools import standins
         from kiosk.inference.sessions import create_session
         d = Path({str(tmp_path)!r})
         models = [standins.make_embedder(d / "w600k_r50.onnx"), standins.make_swapper(d / "inswapper_128.onnx"),

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from kiosk.render.demo import main, synthetic_thumb
+from kiosk.tools.demo import main, synthetic_thumb
 
 pytestmark = pytest.mark.gl
 

@@ -485,7 +485,7 @@ def test_headless_kiosk_swaps_the_faces_retinaface_finds(tmp_path: Path, t1_bgr:
         pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)")
     from kiosk.app import KioskApp, RunOptions
     from kiosk.config import load_config
-    from kiosk.inference.standins import make_embedder, make_swapper
+    from kiosk.tools.standins import make_embedder, make_swapper
 
     det = shared_model(REAL)
     (tmp_path / "models").mkdir()

@@ -13,9 +13,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from kiosk.inference import standins_cost as sc
 from kiosk.inference.specs import DET_10G, GFPGAN_1_4, INSWAPPER_128, W600K_R50, check_signature
-from kiosk.inference.standins import white_square_frame
+from kiosk.tools import standins_cost as sc
+from kiosk.tools.standins import white_square_frame
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
@@ -148,8 +148,8 @@ def test_small_copies_keep_the_real_contracts() -> None:
 
 def test_small_detector_finds_white_squares_like_the_small_standin(tmp_path: Path) -> None:
     from kiosk.config import KioskConfig
-    from kiosk.inference.standins import make_detector
     from kiosk.pipeline import open_detector
+    from kiosk.tools.standins import make_detector
 
     def detector(folder: Path):  # type: ignore[no-untyped-def]
         cfg = KioskConfig.model_validate(
@@ -200,7 +200,7 @@ def test_cli_count_only_prints_the_table(capsys: pytest.CaptureFixture[str]) -> 
 def test_bench_cost_matched_on_small_copies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The whole ``--cost-matched`` path (cache, config, white-square frame, enhancer on), with
     the builders at 1/16 width so that it runs in seconds."""
-    from kiosk import bench
+    from kiosk.tools import bench
 
     generate = sc.generate
     monkeypatch.setattr(sc, "generate", lambda *a, **k: generate(*a, **{**k, "width": SMALL}))
@@ -220,7 +220,7 @@ def test_bench_cost_matched_on_small_copies(monkeypatch: pytest.MonkeyPatch, tmp
 
 
 def test_bench_mode_sets_display_mode() -> None:
-    from kiosk import bench
+    from kiosk.tools import bench
 
     cfg, _ = bench.bench_config(None, None, 640, 360, None, None, mode="live")
     assert cfg.display.mode == "live"

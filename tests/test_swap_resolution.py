@@ -14,12 +14,12 @@ from inference_fixtures import *  # noqa: F403
 from inference_fixtures import cpu_only, make_cfg
 
 from kiosk.config import ProcessingConfig
-from kiosk.inference import standins
 from kiosk.inference.align import align_matrix, warp_crop
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.pipeline import SwapPipeline
+from kiosk.tools import standins
 
 KPS = np.array([[281.3, 201.7], [359.2, 197.9], [322.4, 251.1], [291.8, 302.6], [349.5, 299.4]], np.float32)
 

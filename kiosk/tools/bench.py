@@ -15,10 +15,10 @@ for a number of processed frames and reports:
 
 The source is a still frame built in-process: insightface's ``t1.jpg`` (six faces) scaled to the
 frame height and centred, delivered at the camera rate. ``--standins`` generates stand-in models
-(the test suite's generator, :mod:`kiosk.inference.standins`) into a temporary folder and uses the
+(the test suite's generator, :mod:`kiosk.tools.standins`) into a temporary folder and uses the
 real ``det_500m`` from ``../shared/models`` when present, else the stand-in detector (which finds
 white squares: the frame then holds white squares instead of the photo). ``--cost-matched`` uses
-the cost-matched stand-ins of :mod:`kiosk.inference.standins_cost` instead (the real files'
+the cost-matched stand-ins of :mod:`kiosk.tools.standins_cost` instead (the real files'
 contracts and compute, random weights; generated once into a cache folder): what a booth would see.
 Their detector finds white squares too, so the frame holds white squares.
 
@@ -108,7 +108,7 @@ def faces_frame(width: int, height: int, white_squares: bool = False, photo: Pat
     white squares."""
     photo_path = None if white_squares else (photo or _insightface_image("t1.jpg"))
     if photo_path is None:
-        from kiosk.inference.standins import white_square_frame
+        from kiosk.tools.standins import white_square_frame
 
         side = max(height // 6, 48)
         xs = np.linspace(0.1 * width, 0.9 * width - side, 3).astype(int)
@@ -461,7 +461,7 @@ def bench_config(
     standin_detector = False
     models = cfg.models
     if standins_dir is not None:
-        from kiosk.inference.standins import make_all
+        from kiosk.tools.standins import make_all
 
         make_all(standins_dir)
         det = shared_file("models", "det_500m.onnx")
@@ -476,7 +476,7 @@ def bench_config(
             }
         )
     if cost_matched_dir is not None:
-        from kiosk.inference.standins_cost import COST_FILES, generate
+        from kiosk.tools.standins_cost import COST_FILES, generate
 
         generate(cost_matched_dir, log=log.info, width=None)  # full size, unless a dry run left small ones
         standin_detector = True  # its detector answers like the small stand-in: white squares
@@ -817,7 +817,7 @@ def format_display_comparison(results: list[BenchResult]) -> str:
 
 # -- command ---------------------------------------------------------------------------------------
 def cmd_bench(args: Any) -> int:
-    """``kiosk bench`` (arguments from :mod:`kiosk.bench_cli`)."""
+    """``kiosk bench`` (arguments from :mod:`kiosk.tools.bench_cli`)."""
     logging.basicConfig(
         level=logging.WARNING if args.json else logging.INFO, format="%(levelname)s %(message)s"
     )
@@ -836,7 +836,7 @@ def cmd_bench(args: Any) -> int:
         standins_dir = Path(tmp.name)
     cost_dir = None
     if cost_matched:
-        from kiosk.inference.standins_cost import default_dir
+        from kiosk.tools.standins_cost import default_dir
 
         cost_dir = Path(args.cost_matched_dir).expanduser() if args.cost_matched_dir else default_dir()
     try:
@@ -871,7 +871,7 @@ def cmd_bench(args: Any) -> int:
         )
         label = "standins" if args.standins else "config"
         if cost_dir is not None:
-            from kiosk.inference.standins_cost import folder_width
+            from kiosk.tools.standins_cost import folder_width
 
             w = folder_width(cost_dir)
             label = (

@@ -1,4 +1,4 @@
-"""``kiosk bench``: argument parsing only; the work is in :mod:`kiosk.bench` (imported when run)."""
+"""``kiosk bench``: argument parsing only; the work is in :mod:`kiosk.tools.bench` (imported when run)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import argparse
 def _run(args: argparse.Namespace) -> int:
     import sys
 
-    from kiosk.bench import cmd_bench
     from kiosk.config import ConfigError
+    from kiosk.tools.bench import cmd_bench
 
     try:
         return cmd_bench(args)

@@ -1,6 +1,6 @@
 """Cost-matched stand-in models: the real files' contracts AND their compute, random weights.
 
-The small stand-ins of :mod:`kiosk.inference.standins` are about a thousand times cheaper than the
+The small stand-ins of :mod:`kiosk.tools.standins` are about a thousand times cheaper than the
 real models, so a bench on them says nothing about what a booth would see. The models here have
 the same input/output names, shapes and dtypes as the real files (and ``emap`` as the swapper's
 last initializer), the same kinds of layers in the same arrangement, and parameter counts and
@@ -17,7 +17,7 @@ numbers, so their pictures are noise; what they cost is the point.
   a PAFPN-style neck, three-conv shared heads at strides 8/16/32, BN folded into the convs as in
   the insightface export). The 9 outputs are the real contract. So that the bench finds faces,
   each output also carries the small stand-in detector's answer (bright squares, see
-  :func:`kiosk.inference.standins.make_detector`): ``output = standin + 1e-3 * tanh(head)``, the
+  :func:`kiosk.tools.standins.make_detector`): ``output = standin + 1e-3 * tanh(head)``, the
   heavy network still computed in full.
 - ``GFPGANv1.4.onnx``: GFPGANv1Clean with v1.4's arguments (gfpgan/utils.py: out_size 512,
   channel_multiplier 2, different_w, sft_half, latent input): U-Net of bilinear down/up
@@ -25,7 +25,7 @@ numbers, so their pictures are noise; what they cost is the point.
   decoder of modulated, demodulated convolutions (the weight is computed per call from the style,
   as in the real export) with fixed noise, ToRGB skips, output clipped to [-1, 1].
 
-``python -m kiosk.inference.standins_cost`` writes them into a cache folder (reused when its
+``python -m kiosk.tools.standins_cost`` writes them into a cache folder (reused when its
 manifest matches) and prints parameters and GMACs counted from the ONNX graphs beside the
 published figures. :func:`count_macs` is the counter: Conv, ConvTranspose, Gemm and MatMul nodes,
 shapes from ONNX shape inference.
@@ -50,7 +50,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from kiosk.inference.standins import SCRFD_OUTPUT_NAMES
+from kiosk.tools.standins import SCRFD_OUTPUT_NAMES
 
 #: Bump when any builder changes what it writes: cached files of another version are rebuilt.
 BUILDER_VERSION = 1
@@ -760,7 +760,7 @@ def skeleton_counts(width: float = 1.0) -> dict[str, tuple[int, int]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m kiosk.inference.standins_cost",
+        prog="python -m kiosk.tools.standins_cost",
         description="Generate cost-matched stand-in models (real contracts, real compute, random "
         "weights) into a cache folder and print their parameters and MACs beside the published figures.",
     )

@@ -1,6 +1,6 @@
 """Screenshots of the booth UI on an offscreen surface, with synthetic pictures only.
 
-    python -m kiosk.render.demo OUT_DIR [--size 1920x1080] [--rotate 90] [--docs]
+    python -m kiosk.tools.demo OUT_DIR [--size 1920x1080] [--rotate 90] [--docs]
 
 Writes ``carousel.png`` (settled and ``carousel_moving.png`` mid-transition), ``attract.png``
 and ``debug.png``. The thumbnails are coloured discs with initials and the "camera" picture is
