@@ -47,9 +47,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig, default_config_path, load_config
-from kiosk.pipeline import SwapPipeline, read_image
+from kiosk.pipeline import SwapPipeline, SwapProcessor, read_image
 from kiosk.processing import Processor
-from kiosk.types import FrameBGR, SwapResult
+from kiosk.types import FrameBGR
 
 log = logging.getLogger(__name__)
 
@@ -130,13 +130,17 @@ class StillSource:
 
 
 # -- processing stage -------------------------------------------------------------------------------
-class BenchProcessor:
-    """Runs :meth:`SwapPipeline.process_into` like the kiosk's processor and records its stage times."""
+class BenchProcessor(SwapProcessor):
+    """The kiosk's :class:`~kiosk.pipeline.SwapProcessor` (same composite option, same error
+    policy, ``faces_pasted`` set by it) with a recorder of its stage times in ``on_frame``."""
 
     def __init__(self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5) -> None:
-        self.pipe = pipe
-        self.paste = composite == "cpu"
-        self.name = f"bench swap ({pipe.provider}, {composite} composite)"
+        super().__init__(
+            pipe,
+            composite=composite,
+            on_frame=self._record,
+            name=f"bench swap ({pipe.provider}, {composite} composite)",
+        )
         self.notice = ""
         self.skip = skip
         self.rows = np.zeros((capacity, len(STAGES) + 3), np.float64)  # + faces, det/face session
@@ -147,21 +151,17 @@ class BenchProcessor:
         self._det_runners = [pipe.detector.runner] + (
             [pipe._roi_detector.runner] if pipe._roi_detector is not None else []
         )
+        self._det_total = sum(r.run_ms for r in self._det_runners)  # detector session ms so far
 
-    def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
-        det_before = sum(r.run_ms for r in self._det_runners)
-        faces = self.pipe.process_into(frame_bgr, out.frame_bgr, paste=self.paste, reuse=out.faces)
-        if not self.paste:
-            np.copyto(out.frame_bgr, frame_bgr)  # the renderer composites over the camera frame
-        out.faces[:] = faces
-        out.notice = ""
+    def _record(self, pipe: SwapPipeline) -> None:
+        det_now = sum(r.run_ms for r in self._det_runners)
+        det_session, self._det_total = det_now - self._det_total, det_now
         self.seen += 1
         if self.seen <= self.skip or self.count >= self.rows.shape[0]:
             if self.count >= self.rows.shape[0]:
                 self.done.set()
             return
-        t = self.pipe.times
-        det_session = sum(r.run_ms for r in self._det_runners) - det_before
+        t = pipe.times
         self.rows[self.count] = (
             t.detect_ms,
             t.track_ms,

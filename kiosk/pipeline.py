@@ -10,7 +10,7 @@ Public API::
     out = pipe.process(frame_bgr)  # composited BGR frame, same shape as the input
 
 For the kiosk's inference thread, :func:`build_processor` returns a
-:class:`~kiosk.processing.Processor`: a :class:`PipelineProcessor`, or a
+:class:`~kiosk.processing.Processor`: a :class:`SwapProcessor`, or a
 :class:`~kiosk.processing.PassThrough` whose notice says what is missing and the command that fixes it.
 """
 
@@ -19,8 +19,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
@@ -44,7 +46,7 @@ from kiosk.types import Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "PipelineProcessor",
+    "SwapProcessor",
     "StageTimes",
     "SwapPipeline",
     "TrackingOptions",
@@ -579,34 +581,90 @@ def missing_models_notice(cfg: KioskConfig, include_enhancer: bool | None = None
     return f"models missing: {names} in {cfg.resolve(cfg.models.dir)} — run: kiosk models fetch"
 
 
-class PipelineProcessor:
-    """:class:`~kiosk.processing.Processor` running :class:`SwapPipeline` on each new frame."""
+class SwapProcessor:
+    """The one :class:`~kiosk.processing.Processor` around :class:`SwapPipeline`: the booth, the
+    kiosk with a fixed ``processing.source_face`` and ``kiosk bench`` all run this class.
 
-    def __init__(self, pipe: SwapPipeline, notice: str = "") -> None:
+    Options: ``composite`` ``"cpu"`` pastes the crops into ``out.frame_bgr`` (``faces_pasted``
+    True); ``"gpu"`` publishes the camera frame and the crops for the shader (``faces_pasted``
+    False). ``library`` + ``controls``: swap the face staff selected, refreshing the library every
+    ``rescan_s``; without them the source set on ``pipe`` is used. ``on_frame``: called with the
+    pipeline after each successful frame (the bench records its stage times there).
+
+    Error policy: this class catches nothing. A model call that raises propagates to the
+    inference thread, whose ladder (:mod:`kiosk.runtime`) decides: skip that frame, rebuild the
+    stage, or keep the last working one.
+    """
+
+    def __init__(
+        self,
+        pipe: SwapPipeline,
+        *,
+        composite: str = "cpu",
+        notice: str = "",
+        library: Any = None,
+        controls: Any = None,
+        rescan_s: float = 2.0,
+        model_digest: str = "",
+        on_frame: Callable[[SwapPipeline], None] | None = None,
+        name: str = "",
+    ) -> None:
         self.pipe = pipe
-        self.name, fallback_notice = stage_label(pipe)
+        label, fallback_notice = stage_label(pipe)
+        self.name = name or label
         self.notice = notice or fallback_notice
-        self._error_logged = False
+        self.paste = composite != "gpu"
+        self.library = library
+        self.controls = controls
+        self.rescan_s = rescan_s
+        self.model_digest = model_digest
+        self.on_frame = on_frame
+        folder = str(getattr(library, "folder", "") or "faces.dir")
+        self._no_faces = PassThrough(f"no usable face photos — add photos to {folder}")
+        self._next_scan = time.monotonic() + rescan_s
 
     def select_source(self, face_bgr: FrameBGR, key: str | None = None) -> Face:
         """Switch the face swapped in (latents are cached per ``key``)."""
         return self.pipe.set_source(face_bgr, key)
 
+    def refresh_library(self) -> None:
+        if self.library is not None:
+            self.library.refresh(self.pipe, self.model_digest)
+        self._next_scan = time.monotonic() + self.rescan_s
+
+    def _select(self) -> bool:
+        """Point the pipeline at the selected library face; False when the library is empty."""
+        if self.library is None:
+            return True
+        if time.monotonic() >= self._next_scan:
+            self.refresh_library()
+        entries = self.library.entries
+        if not entries:
+            return False
+        key = self.controls.selected_key if self.controls is not None else None
+        entry = next((e for e in entries if e.key == key), entries[0])
+        if self.pipe.source_key != entry.key:
+            self.pipe.use_latent(entry.latent, entry.key)
+        if self.controls is not None:
+            self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
+        return True
+
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
-        try:
-            faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
-        except Exception as exc:  # keep showing the camera whatever a model does
-            if not self._error_logged:
-                log.exception("face swap failed; showing the camera unchanged")
-                self._error_logged = True
-            if out.frame_bgr.shape == frame_bgr.shape:
-                np.copyto(out.frame_bgr, frame_bgr)
-            out.faces.clear()
-            out.notice = f"swap error: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
+        if not self._select():
+            self._no_faces.process(frame_bgr, out)
             return
+        if self.paste:
+            faces = self.pipe.process_into(frame_bgr, out.frame_bgr, reuse=out.faces)
+        else:
+            # The renderer pastes the crops in its shader; publish the camera frame as it is.
+            faces = self.pipe.process_into(frame_bgr, None, paste=False, reuse=out.faces)
+            np.copyto(out.frame_bgr, frame_bgr)
         out.faces[:] = faces
-        out.faces_pasted = True
+        out.faces_pasted = self.paste
+        out.faces_detected = self.pipe.times.faces
         out.notice = self.notice
+        if self.on_frame is not None:
+            self.on_frame(self.pipe)
 
 
 def build_processor(cfg: KioskConfig) -> Processor:
@@ -634,6 +692,6 @@ def build_processor(cfg: KioskConfig) -> Processor:
         return PassThrough(notice=f"source face: {exc}")
     except NoFaceError:
         return PassThrough(notice=f"no face found in {src_path} — use a clear frontal photo")
-    proc = PipelineProcessor(pipe)
+    proc = SwapProcessor(pipe)
     log.info("face swap ready: %s, source %s", proc.name, src_path)
     return proc

@@ -127,6 +127,8 @@ def test_source_failure_shows_message_keeps_rendering_and_recovers():
 
 
 class Exploding:
+    """Fails calls 5..9 of the first stage built (five in a row: the stage is rebuilt)."""
+
     name = "exploding"
     built = 0
 
@@ -136,19 +138,20 @@ class Exploding:
 
     def process(self, frame_bgr, out: SwapResult) -> None:
         self.calls += 1
-        if Exploding.built == 1 and self.calls == 5:
+        if Exploding.built == 1 and 5 <= self.calls < 10:
             raise RuntimeError("CUDA failure 700")
         np.subtract(255, frame_bgr, out=out.frame_bgr)
         out.notice = ""
 
 
-def test_raising_stage_passes_through_and_is_restarted():
+def test_repeatedly_raising_stage_is_rebuilt():
     Exploding.built = 0
     app = KioskApp(_cfg(), RunOptions(headless=True, seconds=2.5), processor_factory=Exploding)
-    app.inference._restart_initial_s = app.inference._restart_delay = 0.1
+    app.restart_initial_s = 0.1
+    app.inference = app._new_inference()
     assert app.run() == 0
     s = app.stats()
-    assert s["processing"]["errors"] == 1
+    assert s["processing"]["errors"] == 5
     assert s["processing"]["restarts"] == 1
     assert Exploding.built == 2
     assert "CUDA failure 700" in s["processing"]["last_error"]

@@ -82,7 +82,7 @@ def test_frames_pass_through_with_a_notice_while_the_stage_loads():
         t.join(2)
 
 
-def test_a_raising_stage_passes_frames_through_and_is_restarted():
+def test_one_failed_call_costs_only_its_frame():
     built: list[Inverting] = []
 
     def build():
@@ -93,21 +93,44 @@ def test_a_raising_stage_passes_frames_through_and_is_restarted():
     t, inp, out, stop = _start(build, restart_initial_s=0.05)
     try:
         deadline = time.time() + 3
-        while not built and time.time() < deadline:
+        while t.ok_calls == 0 and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        gen = out.generation
+        _feed(inp, 66)  # this frame makes the stage raise: nothing is published for it
+        deadline = time.time() + 2
+        while t.errors == 0 and time.time() < deadline:
             time.sleep(0.01)
-        _feed(inp, 66)  # this frame makes the stage raise
-        r = _next(out)
-        assert r.frame_bgr[0, 0, 0] == 66  # passed through unswapped
-        assert "error" in r.notice and "restarting" in r.notice
         assert t.errors == 1 and "provider error" in t.last_error
-        deadline = time.time() + 3
-        while len(built) < 2 and time.time() < deadline:
-            time.sleep(0.01)
-        assert len(built) == 2, "the stage was not rebuilt"
-        assert t.restarts == 1
+        assert out.generation == gen  # the screen keeps the last good result
         _feed(inp, 5)
-        assert _next(out).frame_bgr[0, 0, 0] == 250  # swapping again
-        assert t.is_alive()
+        assert _next(out).frame_bgr[0, 0, 0] == 250  # the same stage swaps the next frame
+        assert len(built) == 1 and t.restarts == 0
+    finally:
+        stop.set()
+        t.join(2)
+
+
+def test_repeated_failures_rebuild_the_stage_with_backoff():
+    built: list[float] = []
+
+    def build():
+        built.append(time.perf_counter())
+        return Inverting(fail_on={66})
+
+    t, inp, out, stop = _start(build, restart_initial_s=0.05)
+    try:
+        deadline = time.time() + 2.5
+        while time.time() < deadline:
+            _feed(inp, 66)  # every call fails
+            time.sleep(0.005)
+        assert t.restarts >= 2
+        assert t.errors >= 5 * t.restarts  # five failures in a row before each rebuild
+        gaps = np.diff(built)
+        assert len(built) <= 7  # 0.05, 0.1, 0.2, 0.4, 0.8 s: doubling, not a rebuild per error
+        assert gaps[-1] > gaps[0] * 3
+        r = _next(out)
+        assert "repeated errors" in r.notice and r.frame_bgr[0, 0, 0] == 66  # pass-through, says why
     finally:
         stop.set()
         t.join(2)
