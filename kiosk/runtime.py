@@ -271,7 +271,7 @@ class InferenceThread(threading.Thread):
         self.last_error = why
         delay = self._next_delay()
         if self._processor is not None:
-            self.problem = f"{why} — keeping the previous face swap; retrying"
+            self.problem = f"keeping the previous face swap: {why}; retrying"
         else:
             self._fallback = PassThrough(f"{why}; retrying")
             self.processor_name = self._fallback.name
