@@ -184,11 +184,11 @@ class ScreenSampler:
         return next((t for t, on in self.samples if t >= t0 and on), None)
 
     def first_live_on_after(self, t0: float) -> float | None:
-        """The first sample after ``t0`` with the swap on and a newer camera frame than the sample
-        before it (a frozen screen keeps its TICK value)."""
+        """The first sample with the swap on and a newer camera frame than the sample before it,
+        both taken after ``t0`` (a frozen screen keeps its TICK value)."""
         for i in range(1, len(self.samples)):
             t, on = self.samples[i]
-            if t >= t0 and on and self.ticks[i] != self.ticks[i - 1]:
+            if self.samples[i - 1][0] >= t0 and on and self.ticks[i] != self.ticks[i - 1]:
                 return t
         return None
 

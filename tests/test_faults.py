@@ -145,7 +145,7 @@ def test_persistent_failure_rebuilds_with_backoff_and_heals(tmp_path, faults, sc
     assert seen["restarts"] >= 1 and seen["builds"] <= 4
     assert seen["errors"] >= 5 * seen["restarts"]  # five failures in a row before each rebuild
     assert "injected failure" in seen["notice"]  # the notice says why
-    off = screen.between(marks["fail"] + 1.0, marks["heal"])
+    off = screen.between(marks["fail"] + 2.0, marks["heal"])
     assert off and not any(off)  # the visitor's real face, not a frozen swap
     back = screen.first_on_after(marks["heal"])
     assert back is not None, "the swap did not come back once the fault cleared"

@@ -165,3 +165,82 @@ def test_a_stage_that_fails_to_build_is_retried_with_backoff():
     finally:
         stop.set()
         t.join(2)
+
+
+def test_an_abandoned_thread_never_publishes_again():
+    gate, entered = threading.Event(), threading.Event()
+
+    class Hanging(Inverting):
+        def process(self, frame_bgr, out: SwapResult) -> None:
+            if int(frame_bgr[0, 0, 0]) == 99:
+                entered.set()
+                gate.wait(5)  # a model call that does not return (until the test lets it)
+                out.frame_bgr[:] = 1
+                return
+            super().process(frame_bgr, out)
+
+    from kiosk.runtime import ErrorPolicy
+
+    t, inp, out, stop = _start(Hanging, policy=ErrorPolicy(stall_s=0.2, load_stall_s=0.2))
+    try:
+        deadline = time.time() + 3
+        while t.ok_calls < 4 and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        _feed(inp, 99)
+        assert entered.wait(3)
+        time.sleep(0.3)
+        assert t.hung_for(time.perf_counter()) > 0.2  # the supervisor's cue
+        gen = out.generation
+        t.abandon()
+        gate.set()
+        t.join(2)
+        assert not t.is_alive()
+        assert out.generation == gen  # the late result of the abandoned call was never published
+    finally:
+        stop.set()
+        gate.set()
+        t.join(2)
+
+
+def test_a_failed_rebuild_keeps_the_working_stage_and_retries_when_the_file_changes(tmp_path):
+    from kiosk.processing import StageUnavailable
+
+    model = tmp_path / "swapper.onnx"
+    model.write_bytes(b"broken")
+    attempts: list[float] = []
+
+    def broken_build():
+        attempts.append(time.perf_counter())
+        if model.read_bytes() == b"broken":
+            raise StageUnavailable(f"{model}: not a loadable ONNX model", (str(model),))
+        return PassThrough("new stage")
+
+    t, inp, out, stop = _start(Inverting, restart_initial_s=30.0)
+    try:
+        deadline = time.time() + 3
+        while t.ok_calls == 0 and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        t.reconfigure(broken_build)
+        deadline = time.time() + 3
+        while not attempts and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        time.sleep(0.2)
+        _feed(inp, 5)
+        r = _next(out)
+        assert r.frame_bgr[0, 0, 0] == 250  # the last working stage still swaps
+        assert "keeping the previous face swap" in r.notice and "swapper.onnx" in r.notice
+        model.write_bytes(b"repaired")  # the back-off is 30 s: only the file watch can retry now
+        t_fixed = time.perf_counter()
+        deadline = time.time() + 3
+        while t.processor_name != "passthrough" and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        assert len(attempts) == 2 and attempts[1] - t_fixed < 1.0
+        _feed(inp, 5)
+        assert _next(out).notice == "new stage"
+    finally:
+        stop.set()
+        t.join(2)
