@@ -384,7 +384,7 @@ class KioskApp:
             if new.faces != old.faces or new.processing.source_face != old.processing.source_face:
                 self.library = make_library(new)
             self._processor_factory = default_processor_factory(new, self.library, self.controls)
-            self.inference.reconfigure(self._processor_factory)
+            self.inference.reconfigure(self._processor_factory, ErrorPolicy.of(new.processing))
         if new.display != old.display:
             self._display_changed = True
         if new.monitoring != old.monitoring:

@@ -140,7 +140,9 @@ class InferenceThread(threading.Thread):
         self.busy_allowance = self.policy.stall_s
         self.processor_name = "passthrough"
         self._abandoned = threading.Event()  # set by the supervisor: never publish again
-        self._requests: queue.SimpleQueue[Callable[[], Processor]] = queue.SimpleQueue()
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Processor], ErrorPolicy | None]] = (
+            queue.SimpleQueue()
+        )
         # This thread's own state (single writer: run()):
         self._build = build_processor
         self._generation = 0
@@ -190,10 +192,12 @@ class InferenceThread(threading.Thread):
     def abandoned(self) -> bool:
         return self._abandoned.is_set()
 
-    def reconfigure(self, build_processor: Callable[[], Processor]) -> None:
+    def reconfigure(
+        self, build_processor: Callable[[], Processor], policy: ErrorPolicy | None = None
+    ) -> None:
         """Swap in a new processing stage built in the background; frames keep flowing through
         the old one until the new one is ready, and the old one stays if the new one fails."""
-        self._requests.put(build_processor)
+        self._requests.put((build_processor, policy))
 
     # -- the thread's own state ---------------------------------------------------------------
     def _next_delay(self) -> float:
@@ -212,9 +216,11 @@ class InferenceThread(threading.Thread):
         requested = False
         while True:
             try:
-                self._build = self._requests.get_nowait()
+                self._build, policy = self._requests.get_nowait()
             except queue.Empty:
                 break
+            if policy is not None:
+                self.policy = policy
             requested = True
         if requested:
             self._generation += 1
