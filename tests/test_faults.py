@@ -190,7 +190,9 @@ def test_live_reload_to_broken_models_keeps_the_last_working_swap(tmp_path, faul
     def scenario(app: KioskApp) -> None:
         screen.wait_on()
         time.sleep(0.5)
-        cfg.write_text(booth_yaml(swapper="broken.onnx"))
+        tmp = cfg.with_name("new.yaml")
+        tmp.write_text(booth_yaml(swapper="broken.onnx"))
+        os.replace(tmp, cfg)  # atomically: the watcher must not read a half-written file
         marks["reload"] = time.perf_counter()
         time.sleep(3.0)
         marks["notice"] = app.overlay_texts(time.perf_counter())["notice"]
@@ -221,6 +223,9 @@ def test_hung_call_is_abandoned_and_a_fresh_thread_takes_over(tmp_path, faults, 
     def scenario(app: KioskApp) -> None:
         screen.wait_on()
         time.sleep(1.0)
+        deadline = time.perf_counter() + 10
+        while getattr(app.inference, "ok_calls", 99) < 5 and time.perf_counter() < deadline:
+            time.sleep(0.05)  # past the first calls, which get load_stall_s
         faults.hang_next = 1  # one swapper call never returns
         deadline = time.perf_counter() + 10
         while not faults.t_hang and time.perf_counter() < deadline:
