@@ -150,7 +150,9 @@ class KioskApp:
             self.result_buf = TripleBuffer(new_swap_result)
             self.inference = self._new_inference()
             self.inference.start()
-        elif self._t_unrecovered and inf.ok_calls > 0:
+        elif self._t_unrecovered and (
+            inf.ok_calls > 0 or (not self.controls.swap_enabled and inf.rate.count > 0)
+        ):  # the fresh stage works (or staff turned swapping off and frames flow)
             log.info("processing recovered %.1f s after the stall", now - self._t_unrecovered)
             self._t_unrecovered = 0.0
         return now - self._t_unrecovered if self._t_unrecovered else 0.0
