@@ -229,3 +229,46 @@ def test_sigterm_shuts_down_within_two_seconds(tmp_path):
     data = json.loads(stats.read_text())
     assert data["source"]["state"] == "stopped"  # capture thread ended and released the source
     assert data["frames"]["rendered"] > 0
+
+
+class HangsAfterTen:
+    """Every call after the tenth (over all stages built) blocks until ``gate`` is set."""
+
+    name = "hangs"
+    calls = 0
+    gate = threading.Event()
+
+    def process(self, frame_bgr, out: SwapResult) -> None:
+        HangsAfterTen.calls += 1
+        if HangsAfterTen.calls > 10:
+            HangsAfterTen.gate.wait(10)
+        np.copyto(out.frame_bgr, frame_bgr)
+        out.notice = ""
+
+
+def test_overlay_says_stalled_instead_of_a_rate_while_processing_hangs():
+    HangsAfterTen.calls = 0
+    HangsAfterTen.gate.clear()
+    cfg = parse_config(
+        SMALL.replace("processing: {enabled: false}", "processing: {stall_s: 0.5, load_stall_s: 0.5}"),
+        "test.yaml",
+    )
+    app = KioskApp(cfg, RunOptions(headless=True, seconds=3.0), processor_factory=HangsAfterTen)
+    lines: list[tuple[int, str]] = []
+    real = app.overlay_texts
+
+    def spy(now):
+        texts = real(now)
+        lines.append((HangsAfterTen.calls, next(x for x in texts["debug_lines"] if x.startswith("process"))))
+        return texts
+
+    app.overlay_texts = spy  # type: ignore[method-assign]
+    try:
+        assert app.run() == 0
+    finally:
+        HangsAfterTen.gate.set()
+    hung = [line for calls, line in lines if calls > 10]
+    assert len(hung) > 30
+    late = hung[len(hung) // 2 :]  # well past stall_s
+    assert all("stalled" in line for line in late), late[:3]
+    assert getattr(app, "abandoned_threads", 0) >= 1
