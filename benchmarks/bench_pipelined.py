@@ -1,6 +1,6 @@
 """Processing frame rate with ``processing.pipelined`` off vs on, side by side in one process.
 
-Two processors (:class:`~kiosk.pipeline.PipelineProcessor`, each with its own models) process
+Two processors (:class:`~kiosk.pipeline.SwapProcessor`, each with its own models) process
 the same frame alternately, ``--rounds`` rounds of ``--frames`` calls each (so the load other jobs
 put on the machine hits both alike); reported: the median and best ms per ``process`` call (what
 the inference thread spends per frame) and the frames per second that gives.
@@ -93,7 +93,7 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from kiosk.config import KioskConfig
-    from kiosk.pipeline import PipelineProcessor, SwapPipeline
+    from kiosk.pipeline import SwapPipeline, SwapProcessor
     from kiosk.pipelined import PipelinedDetection
     from kiosk.runtime import new_swap_result
     from kiosk.tools.bench import faces_frame, shared_file
@@ -124,7 +124,7 @@ def main() -> int:
             pipe = SwapPipeline.from_config(cfg)
             pipe.use_latent(latent, "bench")
             stage = PipelinedDetection.from_config(cfg, pipe) if mode == "on" else None
-            procs[mode] = PipelineProcessor(pipe, pipelined=stage)
+            procs[mode] = SwapProcessor(pipe, pipelined=stage)
         out = new_swap_result()
         out.frame_bgr = np.empty_like(frame)
         times: dict[str, list[float]] = {"off": [], "on": []}

@@ -33,7 +33,7 @@ from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig
 from kiosk.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
 from kiosk.processing import PassThrough, Processor
-from kiosk.runtime import InferenceThread, new_swap_result
+from kiosk.runtime import ErrorPolicy, InferenceThread, new_swap_result
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
@@ -119,6 +119,9 @@ class KioskApp:
         self._t_start_unix = 0.0
         self._t_last_result = 0.0
         self._last_notice = ""
+        self.exit_code = 0
+        self.abandoned_threads = 0  # inference threads given up on after a hung call
+        self._t_unrecovered = 0.0  # perf_counter at which the unrecovered hang began; 0: healthy
 
     # -- threads ---------------------------------------------------------------------------
     @property
@@ -137,15 +140,46 @@ class KioskApp:
             self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop, live=self.live_feed
         )
 
+    #: Rebuild back-off of the inference thread (tests shorten it before ``run``).
+    restart_initial_s = 1.0
+
     def _new_inference(self) -> InferenceThread:
         return InferenceThread(
             self._processor_factory,
             self.capture_buf,
             self.result_buf,
             self.stop,
+            restart_initial_s=self.restart_initial_s,
             controls=self.controls,
+            policy=ErrorPolicy.of(self.cfg.processing),
             anchors=self.anchor_buf if self.live else None,
         )
+
+    def _check_pipeline(self, now: float) -> float:
+        """Abandon a hung stage call for a fresh inference thread (with its own output buffer, so the
+        stuck one can never write to the screen); return how long processing has been unhealthy
+        (hung past its bound, or not yet working again after an abandon), 0 when healthy."""
+        inf = self.inference
+        hung = inf.hung_for(now)
+        if hung and not self.stop.is_set():
+            if not self._t_unrecovered:
+                self._t_unrecovered = now - hung
+            log.error(
+                "processing call has not returned for %.1f s: abandoning it, a fresh inference thread "
+                "and stage take over",
+                hung,
+            )
+            inf.abandon()
+            self.abandoned_threads += 1
+            self.result_buf = TripleBuffer(new_swap_result)
+            self.inference = self._new_inference()
+            self.inference.start()
+        elif self._t_unrecovered and (
+            inf.ok_calls > 0 or (not self.controls.swap_enabled and inf.rate.count > 0)
+        ):  # the fresh stage works (or staff turned swapping off and frames flow)
+            log.info("processing recovered %.1f s after the stall", now - self._t_unrecovered)
+            self._t_unrecovered = 0.0
+        return now - self._t_unrecovered if self._t_unrecovered else 0.0
 
     def _supervise(self) -> None:
         """Restart a worker thread that died (they catch everything, so this is a last resort)."""
@@ -180,10 +214,16 @@ class KioskApp:
             p50 = self.latency_ms.percentile(50)
             p95 = self.latency_ms.percentile(95)
             proc_p50 = self.inference.process_ms.percentile(50)
+            unhealthy = self._t_unrecovered or self.inference.hung_for(now)
+            process = (
+                f"process  stalled ({now - (self._t_unrecovered or now):.0f} s)"
+                if unhealthy
+                else f"process  {self.inference.rate.fps_at(now):5.1f} fps  "
+                + (f"{proc_p50:.1f} ms p50" if proc_p50 is not None else "-")
+            )
             debug = [
-                f"capture  {cap.rate.fps:5.1f} fps  ({cap.state}, reconnects {cap.reconnects})",
-                f"process  {self.inference.rate.fps:5.1f} fps  "
-                + (f"{proc_p50:.1f} ms p50" if proc_p50 is not None else "-"),
+                f"capture  {cap.rate.fps_at(now):5.1f} fps  ({cap.state}, reconnects {cap.reconnects})",
+                process,
                 f"render   {self.render_rate.fps:5.1f} fps",
                 f"dropped  capture→process {self.capture_buf.dropped}  process→display {self.result_buf.dropped}",
                 "latency  capture→display "
@@ -291,6 +331,10 @@ class KioskApp:
                 "gpu_requested": gpu_requested,
                 "gpu_fallback": gpu_fallback,
                 "stalled_s": round(self.processing_stalled_s(now), 2),
+                "problem": self.inference.problem,
+                "build_failures": self.inference.build_failures,
+                "abandoned_threads": self.abandoned_threads,
+                "unrecovered_s": round(now - self._t_unrecovered, 2) if self._t_unrecovered else 0.0,
             },
             "controls": {
                 "selected_face": self.selected_face_name(),
@@ -404,7 +448,7 @@ class KioskApp:
             if new.faces != old.faces or new.processing.source_face != old.processing.source_face:
                 self.library = make_library(new)
             self._processor_factory = default_processor_factory(new, self.library, self.controls)
-            self.inference.reconfigure(self._processor_factory)
+            self.inference.reconfigure(self._processor_factory, ErrorPolicy.of(new.processing))
         if new.display != old.display:
             self._display_changed = True
         if new.monitoring != old.monitoring:
@@ -525,7 +569,7 @@ class KioskApp:
         cap = self.capture
         return (
             f"{cap.description or self.cfg.source.kind} {cap.state}, render {self.render_rate.fps:.0f} fps, "
-            f"process {self.inference.rate.fps:.0f} fps, {self.inference.processor_name}, "
+            f"process {self.inference.rate.fps_at():.0f} fps, {self.inference.processor_name}, "
             f"{len(self.library.entries)} faces"
         )
 
@@ -608,7 +652,17 @@ class KioskApp:
                 self.render_rate.tick(t_shown)
                 if self.render_rate.count == 1:
                     notifier.ready(status="running")
-                notifier.watchdog()  # rate-limited to WATCHDOG_USEC/2 inside
+                unhealthy_s = self._check_pipeline(t_shown)
+                if unhealthy_s <= self.cfg.processing.stall_s:
+                    notifier.watchdog()  # rate-limited to WATCHDOG_USEC/2 inside
+                if unhealthy_s > self.cfg.processing.recovery_s:
+                    log.error(
+                        "processing has not recovered for %.0f s: exiting with status 3 so that systemd "
+                        "restarts the kiosk",
+                        unhealthy_s,
+                    )
+                    self.exit_code = 3
+                    break
                 if t_shown >= next_status:
                     notifier.status(self.status_text())
                     next_status = t_shown + 5.0
@@ -649,7 +703,7 @@ class KioskApp:
             notifier.close()
             renderer.release()
             surface.close()
-        return 0
+        return self.exit_code
 
     def shutdown(self, timeout_s: float = 1.5) -> None:
         """Stop and join the worker threads (the capture thread releases the camera)."""

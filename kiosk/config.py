@@ -241,6 +241,35 @@ class ProcessingConfig(_Section):
         "latency.",
     )
 
+    rebuild_after_errors: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="Rebuild the processing stage after this many failed frames in a row (or half of the "
+        "last 20); a single failure only costs its frame, the screen keeps the last good result.",
+    )
+    stall_s: float = Field(
+        5.0,
+        ge=0.2,
+        le=600,
+        description="A stage call running longer than this is abandoned: a fresh inference thread and "
+        "stage take over; the systemd watchdog is not fed while processing stays stalled.",
+    )
+    load_stall_s: float = Field(
+        120.0,
+        ge=0.2,
+        le=3600,
+        description="Allowance instead of stall_s while models load and for a new stage's first calls "
+        "(TensorRT builds its engines then).",
+    )
+    recovery_s: float = Field(
+        30.0,
+        ge=1,
+        le=3600,
+        description="Exit non-zero (systemd restarts the kiosk) when processing has not recovered this "
+        "long after a stalled call.",
+    )
+
 
 class MaskConfig(_Section):
     shape: Literal["box", "face"] = Field(

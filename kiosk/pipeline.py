@@ -10,7 +10,7 @@ Public API::
     out = pipe.process(frame_bgr)  # composited BGR frame, same shape as the input
 
 For the kiosk's inference thread, :func:`build_processor` returns a
-:class:`~kiosk.processing.Processor`: a :class:`PipelineProcessor`, or a
+:class:`~kiosk.processing.Processor`: a :class:`SwapProcessor`, or a
 :class:`~kiosk.processing.PassThrough` whose notice says what is missing and the command that fixes it.
 """
 
@@ -19,9 +19,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "Detection",
-    "PipelineProcessor",
+    "SwapProcessor",
     "StageTimes",
     "SwapPipeline",
     "TrackingOptions",
@@ -796,20 +797,49 @@ def missing_models_notice(cfg: KioskConfig, include_enhancer: bool | None = None
     return f"models missing: {names} in {cfg.resolve(cfg.models.dir)} — run: kiosk models fetch"
 
 
-class PipelineProcessor:
-    """:class:`~kiosk.processing.Processor` running :class:`SwapPipeline` on each new frame.
+class SwapProcessor:
+    """The one :class:`~kiosk.processing.Processor` around :class:`SwapPipeline`: the booth, the
+    kiosk with a fixed ``processing.source_face`` and ``kiosk bench`` all run this class.
 
-    With ``pipelined`` (``processing.pipelined``) the frame is handed to its detection worker and
-    the previous frame is swapped meanwhile (:mod:`kiosk.pipelined`; ``result_lag`` is then 1)."""
+    Options: ``composite`` ``"cpu"`` pastes the crops into ``out.frame_bgr`` (``faces_pasted``
+    True); ``"gpu"`` publishes the camera frame and the crops for the shader (``faces_pasted``
+    False). ``library`` + ``controls``: swap the face staff selected, refreshing the library every
+    ``rescan_s``; without them the source set on ``pipe`` is used. ``on_frame``: called with the
+    pipeline after each successful frame (the bench records its stage times there).
+
+    Error policy: this class catches nothing. A model call that raises propagates to the
+    inference thread, whose ladder (:mod:`kiosk.runtime`) decides: skip that frame, rebuild the
+    stage, or keep the last working one.
+    """
 
     def __init__(
-        self, pipe: SwapPipeline, notice: str = "", pipelined: PipelinedDetection | None = None
+        self,
+        pipe: SwapPipeline,
+        *,
+        composite: str = "cpu",
+        notice: str = "",
+        library: Any = None,
+        controls: Any = None,
+        rescan_s: float = 2.0,
+        model_digest: str = "",
+        on_frame: Callable[[SwapPipeline], None] | None = None,
+        name: str = "",
+        pipelined: PipelinedDetection | None = None,
     ) -> None:
         self.pipe = pipe
         self.pipelined = pipelined
-        self.name, fallback_notice = stage_label(pipe)
+        label, fallback_notice = stage_label(pipe)
+        self.name = name or label
         self.notice = notice or fallback_notice
-        self._error_logged = False
+        self.paste = composite != "gpu"
+        self.library = library
+        self.controls = controls
+        self.rescan_s = rescan_s
+        self.model_digest = model_digest
+        self.on_frame = on_frame
+        folder = str(getattr(library, "folder", "") or "faces.dir")
+        self._no_faces = PassThrough(f"no usable face photos — add photos to {folder}")
+        self._next_scan = time.monotonic() + rescan_s
 
     @property
     def result_lag(self) -> int:
@@ -825,26 +855,54 @@ class PipelineProcessor:
         """Switch the face swapped in (latents are cached per ``key``)."""
         return self.pipe.set_source(face_bgr, key)
 
+    def refresh_library(self) -> None:
+        if self.library is not None:
+            self.library.refresh(self.pipe, self.model_digest)
+        self._next_scan = time.monotonic() + self.rescan_s
+
+    def _select(self) -> bool:
+        """Point the pipeline at the selected library face; False when the library is empty."""
+        if self.library is None:
+            return True
+        if time.monotonic() >= self._next_scan:
+            self.refresh_library()
+        entries = self.library.entries
+        if not entries:
+            return False
+        key = self.controls.selected_key if self.controls is not None else None
+        entry = next((e for e in entries if e.key == key), entries[0])
+        if self.pipe.source_key != entry.key:
+            self.pipe.use_latent(entry.latent, entry.key)
+        if self.controls is not None:
+            self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
+        return True
+
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
-        try:
-            if self.pipelined is None:
-                faces = self.pipe.process_into(frame_bgr, out.frame_bgr)
-            else:
-                job = self.pipelined.next(frame_bgr)
-                frame_bgr = job.frame_bgr  # the frame this result shows (the previous one)
-                faces = self.pipe.process_into(frame_bgr, out.frame_bgr, detected=job.wait())
-        except Exception as exc:  # keep showing the camera whatever a model does
-            if not self._error_logged:
-                log.exception("face swap failed; showing the camera unchanged")
-                self._error_logged = True
-            if out.frame_bgr.shape == frame_bgr.shape:
-                np.copyto(out.frame_bgr, frame_bgr)
-            out.faces.clear()
-            out.notice = f"swap error: {str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__}"
+        if not self._select():
+            self._no_faces.process(frame_bgr, out)
             return
+        detected = None
+        if self.pipelined is not None:  # swap the previous frame while this one is detected
+            job = self.pipelined.next(frame_bgr)
+            frame_bgr, detected = job.frame_bgr, job.wait()  # the frame this result shows
+        if self.paste:
+            faces = self.pipe.process_into(frame_bgr, out.frame_bgr, reuse=out.faces, detected=detected)
+        else:
+            # The renderer pastes the crops in its shader; publish the camera frame as it is.
+            faces = self.pipe.process_into(frame_bgr, None, paste=False, reuse=out.faces, detected=detected)
+            np.copyto(out.frame_bgr, frame_bgr)
         out.faces[:] = faces
-        out.faces_pasted = True
+        out.faces_pasted = self.paste
+        out.faces_detected = self.pipe.times.faces
         out.notice = self.notice
+        if self.on_frame is not None:
+            self.on_frame(self.pipe)
+
+
+def stage_composite(cfg: KioskConfig) -> str:
+    """Where the processing stage's faces are pasted: ``display.composite``, except that the live
+    display always composites on the GPU (it moves the crops onto newer frames in the shader)."""
+    return "gpu" if cfg.display.composite == "gpu" or cfg.display.mode == "live" else "cpu"
 
 
 def build_processor(cfg: KioskConfig) -> Processor:
@@ -881,6 +939,6 @@ def build_processor(cfg: KioskConfig) -> Processor:
         except ModelError as exc:
             log.error("%s", exc)
             return PassThrough(notice=f"{exc}")
-    proc = PipelineProcessor(pipe, pipelined=pipelined)
+    proc = SwapProcessor(pipe, composite=stage_composite(cfg), pipelined=pipelined)
     log.info("face swap ready: %s, source %s%s", proc.name, src_path, ", pipelined" if pipelined else "")
     return proc

@@ -38,3 +38,16 @@ class PassThrough:
         out.faces.clear()
         out.faces_detected = -1
         out.notice = self.notice
+
+
+class StageUnavailable(Exception):
+    """A processing stage that cannot be built now (a model file missing or corrupt).
+
+    ``notice`` is the one line shown to staff; ``watch`` lists the files whose change (mtime,
+    size or inode) makes the inference thread retry at once instead of waiting for its back-off.
+    """
+
+    def __init__(self, notice: str, watch: tuple[str, ...] = ()) -> None:
+        super().__init__(notice)
+        self.notice = notice
+        self.watch = watch

@@ -1,31 +1,113 @@
 """The inference thread: newest captured frame → processor → processing triple buffer.
 
-The thread never gives up: while the processor is being built (models load for seconds),
-or after it raised, frames pass through unchanged with a notice, and the processing stage
-is rebuilt with back-off by a short-lived loader thread.
+Errors climb a ladder (ARCHITECTURE.md, "Ownership and failure"):
+
+1. A stage call that raises costs that frame only: nothing is published for it, so the screen
+   keeps the last good result (its frame and its crops) instead of flashing the visitor's face.
+2. ``rebuild_after_errors`` failures in a row, or half of the last :data:`ERROR_WINDOW` calls,
+   drop the stage and rebuild it; rebuilds back off exponentially (``restart_initial_s`` doubling
+   up to ``restart_max_s``), and the back-off resets only after a stage ran :data:`HEALTHY_S`.
+3. A stage that cannot be built (a model file missing or corrupt, a live reload to a broken
+   config) keeps the last working stage where there is one, with a notice saying why; the build
+   is retried after the back-off, and at once when a watched model file changes (mtime, size or
+   inode), so copying the right file in heals the booth without a restart.
+4. A call that never returns is the supervisor's business (:class:`kiosk.app.KioskApp`): it reads
+   :meth:`InferenceThread.hung_for`, calls :meth:`InferenceThread.abandon` and starts a fresh
+   thread with its own output buffer; the abandoned thread never publishes again.
+
+Every field of the thread's own state (``_processor``, ``_fallback``, ``_restart_delay``, the build
+bookkeeping) is written by the inference thread only. A build runs on a short-lived loader thread
+that hands its result over through one :class:`_BuildJob` object (an atomic reference plus an
+event); other threads ask for a rebuild through a queue (:meth:`reconfigure`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from kiosk.booth.controls import ControlState
 from kiosk.live import AnchorSlot, LiveAnchor
-from kiosk.processing import PassThrough, Processor
+from kiosk.processing import PassThrough, Processor, StageUnavailable
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 
 log = logging.getLogger(__name__)
 
+#: The window of recent calls for the failure-rate rule (rebuild when half of them failed).
+ERROR_WINDOW = 20
+#: A stage that ran this long resets the rebuild back-off.
+HEALTHY_S = 30.0
+#: How often watched model files are stat()ed while a failed build waits for its retry.
+WATCH_INTERVAL_S = 0.25
+#: A new stage's first calls get ``load_stall_s`` instead of ``stall_s`` (lazy engine builds).
+WARM_CALLS = 3
+
 
 def new_swap_result() -> SwapResult:
     return SwapResult(frame_bgr=np.zeros((1, 1, 3), np.uint8))
+
+
+@dataclass(frozen=True)
+class ErrorPolicy:
+    """The ladder's bounds (``processing.*`` in the config)."""
+
+    rebuild_after_errors: int = 5
+    stall_s: float = 5.0
+    load_stall_s: float = 120.0
+
+    @classmethod
+    def of(cls, proc: object) -> ErrorPolicy:
+        return cls(
+            rebuild_after_errors=int(getattr(proc, "rebuild_after_errors", 5)),
+            stall_s=float(getattr(proc, "stall_s", 5.0)),
+            load_stall_s=float(getattr(proc, "load_stall_s", 120.0)),
+        )
+
+
+class _BuildJob:
+    """One build on a loader thread; ``result``/``error`` are final once ``done`` is set."""
+
+    def __init__(self, build: Callable[[], Processor], generation: int) -> None:
+        self.generation = generation
+        self.started = time.perf_counter()
+        self.result: Processor | None = None
+        self.error: BaseException | None = None
+        self.done = threading.Event()
+        threading.Thread(target=self._run, args=(build,), name="processor-loader", daemon=True).start()
+
+    def _run(self, build: Callable[[], Processor]) -> None:
+        try:
+            self.result = build()
+        except BaseException as exc:  # handed to the inference thread, which logs and retries
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+def _file_signature(paths: tuple[str, ...]) -> tuple[tuple[int, int, int] | None, ...]:
+    out: list[tuple[int, int, int] | None] = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0][:160] if str(exc) else ""
+    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
 
 
 class InferenceThread(threading.Thread):
@@ -38,38 +120,56 @@ class InferenceThread(threading.Thread):
         restart_initial_s: float = 1.0,
         restart_max_s: float = 30.0,
         controls: ControlState | None = None,
+        policy: ErrorPolicy | None = None,
         anchors: TripleBuffer[AnchorSlot] | None = None,
     ) -> None:
         super().__init__(name="inference", daemon=True)
-        self._build = build_processor
         self.inp = inp
         self.out = out
         self._stop_event = stop
+        self.policy = policy or ErrorPolicy()
+        self.controls = controls
+        # Read by other threads, written only by this one:
         self.rate = RateMeter()
         self.process_ms = LatencyRecorder(1024)
-        self.errors = 0
-        self.restarts = 0
+        self.errors = 0  # failed stage calls
+        self.restarts = 0  # stage rebuilds after repeated failures
+        self.build_failures = 0
         self.last_error = ""
+        self.problem = ""  # why the stage on screen is not the one asked for ("" when it is)
+        self.ok_calls = 0  # successful calls of a built stage (not the loading pass-through)
+        self.busy_since = 0.0  # perf_counter at which the current stage call began; 0 when idle
+        self.busy_allowance = self.policy.stall_s
+        self.processor_name = "passthrough"
+        self._abandoned = threading.Event()  # set by the supervisor: never publish again
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Processor], ErrorPolicy | None]] = (
+            queue.SimpleQueue()
+        )
+        # This thread's own state (single writer: run()):
+        self._build = build_processor
+        self._generation = 0
         self._restart_initial_s = restart_initial_s
         self._restart_max_s = restart_max_s
         self._restart_delay = restart_initial_s
-        self._processor: Processor | None = None  # set by the loader thread
-        self._installed_generation = -1
-        self._build_generation = 0  # bumped by reconfigure(); the loader rebuilds until it is current
-        self.controls = controls
+        self._processor: Processor | None = None
         #: Live display: each result's crops also go, as an immutable snapshot, to the capture
         #: thread's keypoint tracker (None: synced display, nothing extra is copied).
         self.anchors = anchors
-        self._bypass = PassThrough()
-        self._loading = threading.Lock()
         self._fallback = PassThrough("loading the face models…")
-        self._load_async(delay_s=0.0)
+        self._bypass = PassThrough()
+        self._job: _BuildJob | None = None
+        self._retry_at = 0.0  # perf_counter of the next build attempt; 0: none scheduled
+        self._watch: tuple[str, ...] = ()
+        self._watch_sig: tuple[tuple[int, int, int] | None, ...] = ()
+        self._next_watch = 0.0
+        self._consecutive = 0
+        self._recent: deque[bool] = deque(maxlen=ERROR_WINDOW)
+        self._warm_left = 0
+        self._installed_at = 0.0
+        self._logged_burst = False
+        self.processor_name = self._fallback.name
 
-    @property
-    def processor_name(self) -> str:
-        p = self._processor
-        return p.name if p is not None else self._fallback.name
-
+    # -- read by other threads ----------------------------------------------------------------
     def provider_info(self) -> tuple[str, str | None, bool]:
         """(ONNX Runtime provider the models run on, GPU provider requested or None, whether that GPU
         provider fell back to the CPU) for the installed stage; ("", None, False) while no stage with
@@ -79,86 +179,206 @@ class InferenceThread(threading.Thread):
             return "", None, False
         return str(pipe.provider), pipe.gpu_requested, bool(pipe.gpu_fallback)
 
-    def _load_async(self, delay_s: float) -> None:
-        """Build the processor on a short-lived thread, retrying with back-off until it works."""
-        if not self._loading.acquire(blocking=False):
-            return  # a loader is already at work; it will install a processor
+    def hung_for(self, now: float) -> float:
+        """Seconds the current stage call has run once over its bound (``stall_s``, or
+        ``load_stall_s`` for a new stage's first calls); 0 otherwise."""
+        since = self.busy_since
+        if not since:
+            return 0.0
+        elapsed = now - since
+        return elapsed if elapsed > self.busy_allowance else 0.0
 
-        def load() -> None:
-            try:
-                delay = delay_s
-                while not self._stop_event.wait(delay):
-                    generation = self._build_generation
-                    try:
-                        processor = self._build()
-                    except Exception as exc:
-                        log.exception("processing stage failed to start")
-                        self.last_error = f"face pipeline failed to start: {exc}"
-                        self._fallback = PassThrough(f"{self.last_error}; retrying")
-                        delay = self._next_delay()
-                        continue
-                    if generation != self._build_generation:
-                        delay = 0.0  # reconfigured while building: build again
-                        continue
-                    self._processor = processor
-                    self._installed_generation = generation
-                    log.info("processing stage ready: %s", processor.name)
-                    break
-            finally:
-                self._loading.release()
-            if self._installed_generation != self._build_generation and not self._stop_event.is_set():
-                self._load_async(0.0)  # reconfigured just as this build finished
+    def abandon(self) -> None:
+        """Give up on this thread (its call hangs): it never publishes again and exits when (if)
+        the call returns. The caller starts a fresh thread with a fresh output buffer."""
+        self._abandoned.set()
 
-        threading.Thread(target=load, name="processor-loader", daemon=True).start()
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned.is_set()
 
-    def reconfigure(self, build_processor: Callable[[], Processor]) -> None:
+    def reconfigure(
+        self, build_processor: Callable[[], Processor], policy: ErrorPolicy | None = None
+    ) -> None:
         """Swap in a new processing stage built in the background; frames keep flowing through
-        the old one until the new one is ready."""
-        self._build = build_processor
-        self._build_generation += 1
-        self._restart_delay = self._restart_initial_s
-        self._load_async(0.0)
+        the old one until the new one is ready, and the old one stays if the new one fails."""
+        self._requests.put((build_processor, policy))
 
+    # -- the thread's own state ---------------------------------------------------------------
     def _next_delay(self) -> float:
         delay = self._restart_delay
         self._restart_delay = min(self._restart_delay * 2.0, self._restart_max_s)
         return delay
 
+    def _start_build(self) -> None:
+        self._retry_at = 0.0
+        self._job = _BuildJob(self._build, self._generation)
+
+    def _schedule_build(self, delay_s: float) -> None:
+        self._retry_at = time.perf_counter() + delay_s
+
+    def _housekeeping(self, now: float) -> None:
+        requested = False
+        while True:
+            try:
+                self._build, policy = self._requests.get_nowait()
+            except queue.Empty:
+                break
+            if policy is not None:
+                self.policy = policy
+            requested = True
+        if requested:
+            self._generation += 1
+            self._restart_delay = self._restart_initial_s
+            if self._job is None:
+                self._start_build()
+            # else: the running build is stale; a new one starts when it ends
+        job = self._job
+        if job is not None:
+            if job.done.is_set():
+                self._job = None
+                if job.generation != self._generation:
+                    self._start_build()
+                elif job.error is None and job.result is not None:
+                    self._install(job.result, now)
+                else:
+                    self._build_failed(job.error or RuntimeError("build returned nothing"))
+            elif now - job.started > self.policy.load_stall_s:
+                self._job = None  # its thread is left to finish or hang; its result is ignored
+                self._build_failed(
+                    TimeoutError(f"building the stage took over {self.policy.load_stall_s:g} s")
+                )
+            return
+        if self._retry_at:
+            if now >= self._retry_at:
+                self._start_build()
+            elif self._watch and now >= self._next_watch:
+                self._next_watch = now + WATCH_INTERVAL_S
+                if _file_signature(self._watch) != self._watch_sig:
+                    log.info("a model file changed: rebuilding the processing stage now")
+                    self._start_build()
+
+    def _install(self, processor: Processor, now: float) -> None:
+        self._processor = processor
+        self.processor_name = processor.name
+        self.problem = ""
+        self._watch = ()
+        self._consecutive = 0
+        self._recent.clear()
+        self._warm_left = WARM_CALLS
+        self._installed_at = now
+        log.info("processing stage ready: %s", processor.name)
+
+    def _build_failed(self, exc: BaseException) -> None:
+        self.build_failures += 1
+        if isinstance(exc, StageUnavailable):
+            why = exc.notice
+            self._watch = exc.watch
+        else:
+            why = f"face pipeline failed to start: {_one_line(exc)}"
+            self._watch = ()
+            log.error("processing stage failed to start", exc_info=exc)
+        self._watch_sig = _file_signature(self._watch)
+        self.last_error = why
+        delay = self._next_delay()
+        if self._processor is not None:
+            self.problem = f"keeping the previous face swap: {why}; retrying"
+        else:
+            self._fallback = PassThrough(f"{why}; retrying")
+            self.processor_name = self._fallback.name
+        log.warning("%s (retry in %.1f s or when a model file changes)", why, delay)
+        self._schedule_build(delay)
+
+    def _succeeded(self, now: float) -> None:
+        self.ok_calls += 1
+        self._consecutive = 0
+        self._recent.append(False)
+        self._logged_burst = False
+        if self._warm_left:
+            self._warm_left -= 1
+        if self._restart_delay != self._restart_initial_s and now - self._installed_at > HEALTHY_S:
+            self._restart_delay = self._restart_initial_s
+
+    def _failed(self, exc: Exception, frame: CapturedFrame, out: SwapResult) -> bool:
+        """Count a failed call of the installed stage; True if ``out`` now holds a result to publish."""
+        self.errors += 1
+        self.last_error = _one_line(exc)
+        self._consecutive += 1
+        self._recent.append(True)
+        if not self._logged_burst:
+            log.warning("processing stage raised; skipping the frame", exc_info=exc)
+            self._logged_burst = True
+        limit = self.policy.rebuild_after_errors
+        if self._consecutive < limit and (
+            len(self._recent) < ERROR_WINDOW or sum(self._recent) * 2 < ERROR_WINDOW
+        ):
+            return False  # transient: the screen keeps the last good result
+        self.restarts += 1
+        self._processor = None
+        delay = self._next_delay()
+        self._fallback = PassThrough(
+            f"face swap paused after repeated errors ({self.last_error}); rebuilding in {delay:.1f} s"
+        )
+        self.processor_name = self._fallback.name
+        log.error("processing stage failed %d times: rebuilding it in %.1f s", self._consecutive, delay)
+        self._consecutive = 0
+        self._recent.clear()
+        self._watch = ()
+        self._schedule_build(delay)
+        self._fallback.process(frame.frame_bgr, out)
+        return True
+
     def run(self) -> None:
+        self._start_build()
         prev_frame = (0, 0.0)  # seq and capture time of the frame before this one
-        while not self._stop_event.is_set():
+        while not self._stop_event.is_set() and not self._abandoned.is_set():
+            self._housekeeping(time.perf_counter())
             if not self.inp.wait(0.05):
                 continue
             frame = self.inp.read()
             if frame is None:
                 continue
+            before, prev_frame = prev_frame, (frame.seq, frame.t_capture)
             out = self.out.write_slot()
             if out.frame_bgr.shape != frame.frame_bgr.shape:
                 out.frame_bgr = np.empty_like(frame.frame_bgr)
-            t0 = time.perf_counter()
             processor = self._processor
             if self.controls is not None and not self.controls.swap_enabled:
-                processor = None
                 stage: Processor = self._bypass  # staff turned swapping off: the visitor's real face
             else:
                 stage = processor or self._fallback
+            own = stage is processor
+            p = self.policy
+            self.busy_allowance = p.load_stall_s if own and self._warm_left else p.stall_s
+            t0 = time.perf_counter()
+            self.busy_since = t0
             lag = 0
             try:
                 stage.process(frame.frame_bgr, out)
+                failure: Exception | None = None
                 # A pipelined stage (processing.pipelined) returns the previous frame's result.
                 lag = getattr(stage, "result_lag", 0)
             except Exception as exc:
-                self._on_error(processor, exc)
-                PassThrough(
-                    f"face swap paused after an error ({exc.__class__.__name__}); restarting"
-                ).process(frame.frame_bgr, out)
-            else:
-                if processor is not None:
-                    self._restart_delay = self._restart_initial_s
+                failure = exc
+            finally:
+                self.busy_since = 0.0
+            if self._abandoned.is_set():
+                return  # the supervisor gave up on this call: a fresh thread owns the screen now
             t1 = time.perf_counter()
+            if failure is None:
+                if own:
+                    self._succeeded(t1)
+                if self.problem and own:
+                    out.notice = f"{out.notice} · {self.problem}" if out.notice else self.problem
+            elif not own:
+                self.errors += 1
+                self.last_error = _one_line(failure)
+                log.warning("pass-through failed; skipping the frame", exc_info=failure)
+                continue
+            elif not self._failed(failure, frame, out):
+                continue
             self.process_ms.add((t1 - t0) * 1000.0)
-            out.seq, out.t_capture = prev_frame if lag else (frame.seq, frame.t_capture)
-            prev_frame = (frame.seq, frame.t_capture)
+            out.seq, out.t_capture = before if lag else (frame.seq, frame.t_capture)
             out.t_processed = t1
             anchors = self.anchors
             if anchors is not None:
@@ -166,13 +386,3 @@ class InferenceThread(threading.Thread):
                 anchors.publish()
             self.out.publish()
             self.rate.tick(t1)
-
-    def _on_error(self, processor: Processor | None, exc: Exception) -> None:
-        self.errors += 1
-        self.last_error = f"{exc.__class__.__name__}: {exc}"
-        log.exception("processing stage raised; passing frames through and restarting it")
-        if processor is not None and processor is self._processor:
-            self._processor = None
-            self._fallback = PassThrough("face swap paused after an error; restarting")
-            self.restarts += 1
-            self._load_async(self._next_delay())

@@ -157,6 +157,8 @@ def test_source_failure_shows_message_keeps_rendering_and_recovers():
 
 
 class Exploding:
+    """Fails calls 5..9 of the first stage built (five in a row: the stage is rebuilt)."""
+
     name = "exploding"
     built = 0
 
@@ -166,19 +168,20 @@ class Exploding:
 
     def process(self, frame_bgr, out: SwapResult) -> None:
         self.calls += 1
-        if Exploding.built == 1 and self.calls == 5:
+        if Exploding.built == 1 and 5 <= self.calls < 10:
             raise RuntimeError("CUDA failure 700")
         np.subtract(255, frame_bgr, out=out.frame_bgr)
         out.notice = ""
 
 
-def test_raising_stage_passes_through_and_is_restarted():
+def test_repeatedly_raising_stage_is_rebuilt():
     Exploding.built = 0
     app = KioskApp(_cfg(), RunOptions(headless=True, seconds=2.5), processor_factory=Exploding)
-    app.inference._restart_initial_s = app.inference._restart_delay = 0.1
+    app.restart_initial_s = 0.1
+    app.inference = app._new_inference()
     assert app.run() == 0
     s = app.stats()
-    assert s["processing"]["errors"] == 1
+    assert s["processing"]["errors"] == 5
     assert s["processing"]["restarts"] == 1
     assert Exploding.built == 2
     assert "CUDA failure 700" in s["processing"]["last_error"]
@@ -256,3 +259,46 @@ def test_sigterm_shuts_down_within_two_seconds(tmp_path):
     data = json.loads(stats.read_text())
     assert data["source"]["state"] == "stopped"  # capture thread ended and released the source
     assert data["frames"]["rendered"] > 0
+
+
+class HangsAfterTen:
+    """Every call after the tenth (over all stages built) blocks until ``gate`` is set."""
+
+    name = "hangs"
+    calls = 0
+    gate = threading.Event()
+
+    def process(self, frame_bgr, out: SwapResult) -> None:
+        HangsAfterTen.calls += 1
+        if HangsAfterTen.calls > 10:
+            HangsAfterTen.gate.wait(10)
+        np.copyto(out.frame_bgr, frame_bgr)
+        out.notice = ""
+
+
+def test_overlay_says_stalled_instead_of_a_rate_while_processing_hangs():
+    HangsAfterTen.calls = 0
+    HangsAfterTen.gate.clear()
+    cfg = parse_config(
+        SMALL.replace("processing: {enabled: false}", "processing: {stall_s: 0.5, load_stall_s: 0.5}"),
+        "test.yaml",
+    )
+    app = KioskApp(cfg, RunOptions(headless=True, seconds=3.0), processor_factory=HangsAfterTen)
+    lines: list[tuple[int, str]] = []
+    real = app.overlay_texts
+
+    def spy(now):
+        texts = real(now)
+        lines.append((HangsAfterTen.calls, next(x for x in texts["debug_lines"] if x.startswith("process"))))
+        return texts
+
+    app.overlay_texts = spy  # type: ignore[method-assign]
+    try:
+        assert app.run() == 0
+    finally:
+        HangsAfterTen.gate.set()
+    hung = [line for calls, line in lines if calls > 10]
+    assert len(hung) > 30
+    late = hung[len(hung) // 2 :]  # well past stall_s
+    assert all("stalled" in line for line in late), late[:3]
+    assert getattr(app, "abandoned_threads", 0) >= 1

@@ -84,6 +84,10 @@ def test_bench_processor_records_after_skip(standin_cfg) -> None:  # type: ignor
         proc.process(frame, slot)
     assert proc.count == 3 and proc.done.is_set()
     assert np.array_equal(slot.frame_bgr, frame) and len(slot.faces) == 1  # camera frame + crops
+    assert slot.faces_pasted is False  # the renderer composites them
+    cpu = BenchProcessor(pipe, "cpu", capacity=1, skip=0)
+    cpu.process(frame, slot)
+    assert slot.faces_pasted is True  # pasted on the CPU: the renderer must not composite them again
     assert (proc.rows[:3, 6] > 0).all()
 
 

@@ -1,4 +1,4 @@
-"""SwapPipeline public API, PipelineProcessor and build_processor (stand-in models; real det_500m
+"""SwapPipeline public API, SwapProcessor and build_processor (stand-in models; real det_500m
 and insightface's photos where available)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from inference_fixtures import insightface_image, make_cfg
 
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ImageError, ModelCorruptError, ModelSignatureError, NoFaceError
-from kiosk.pipeline import PipelineProcessor, SwapPipeline, build_processor, missing_models, read_image
+from kiosk.pipeline import SwapPipeline, SwapProcessor, build_processor, missing_models, read_image
 from kiosk.processing import PassThrough
 from kiosk.types import SwapResult
 
@@ -78,7 +78,7 @@ def test_enhancer(standin_cfg: KioskConfig) -> None:
 
 
 def test_processor_writes_into_the_slot(pipe: SwapPipeline) -> None:
-    proc = PipelineProcessor(pipe)
+    proc = SwapProcessor(pipe)
     assert proc.name.startswith("swap (CPUExecutionProvider")
     slot = SwapResult(frame_bgr=np.zeros_like(FRAME))
     buf = slot.frame_bgr
@@ -91,13 +91,22 @@ def test_processor_writes_into_the_slot(pipe: SwapPipeline) -> None:
     assert slot.faces == [] and not slot.frame_bgr.any()
 
 
-def test_processor_survives_a_failing_model(pipe: SwapPipeline) -> None:
-    proc = PipelineProcessor(pipe)
-    slot = SwapResult(frame_bgr=np.zeros((10, 10, 3), np.uint8))
-    proc.process(np.zeros((20, 20, 3), np.uint8)[:10, :10], slot)  # fine
+def test_processor_leaves_errors_to_the_inference_thread(pipe: SwapPipeline) -> None:
+    """One error policy: the processor catches nothing; the inference thread's ladder decides."""
+    proc = SwapProcessor(pipe)
     bad = SwapResult(frame_bgr=np.zeros((5, 5, 3), np.uint8))
-    proc.process(np.zeros((10, 10, 3), np.uint8), bad)  # shape mismatch → error notice, no raise
-    assert "swap error" in bad.notice
+    with pytest.raises(ValueError, match="shape"):
+        proc.process(np.zeros((10, 10, 3), np.uint8), bad)
+
+
+def test_processor_sets_faces_pasted_by_composite(pipe: SwapPipeline) -> None:
+    for composite, pasted in (("cpu", True), ("gpu", False)):
+        proc = SwapProcessor(pipe, composite=composite)
+        slot = SwapResult(frame_bgr=np.zeros_like(FRAME), faces_pasted=not pasted)
+        proc.process(FRAME, slot)
+        assert slot.faces_pasted is pasted and len(slot.faces) == 2
+        if not pasted:
+            assert np.array_equal(slot.frame_bgr, FRAME)  # the camera frame, crops for the shader
 
 
 # -- build_processor -------------------------------------------------------------------------------
@@ -110,7 +119,7 @@ def _cfg_with_source(models_dir: Path, tmp_path: Path, **kw: object) -> KioskCon
 
 def test_build_processor_ready(standin_dir: Path, tmp_path: Path) -> None:
     proc = build_processor(_cfg_with_source(standin_dir, tmp_path))
-    assert isinstance(proc, PipelineProcessor)
+    assert isinstance(proc, SwapProcessor)
 
 
 def test_build_processor_models_missing(tmp_path: Path) -> None:

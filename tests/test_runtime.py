@@ -82,7 +82,7 @@ def test_frames_pass_through_with_a_notice_while_the_stage_loads():
         t.join(2)
 
 
-def test_a_raising_stage_passes_frames_through_and_is_restarted():
+def test_one_failed_call_costs_only_its_frame():
     built: list[Inverting] = []
 
     def build():
@@ -93,21 +93,44 @@ def test_a_raising_stage_passes_frames_through_and_is_restarted():
     t, inp, out, stop = _start(build, restart_initial_s=0.05)
     try:
         deadline = time.time() + 3
-        while not built and time.time() < deadline:
+        while t.ok_calls == 0 and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        gen = out.generation
+        _feed(inp, 66)  # this frame makes the stage raise: nothing is published for it
+        deadline = time.time() + 2
+        while t.errors == 0 and time.time() < deadline:
             time.sleep(0.01)
-        _feed(inp, 66)  # this frame makes the stage raise
-        r = _next(out)
-        assert r.frame_bgr[0, 0, 0] == 66  # passed through unswapped
-        assert "error" in r.notice and "restarting" in r.notice
         assert t.errors == 1 and "provider error" in t.last_error
-        deadline = time.time() + 3
-        while len(built) < 2 and time.time() < deadline:
-            time.sleep(0.01)
-        assert len(built) == 2, "the stage was not rebuilt"
-        assert t.restarts == 1
+        assert out.generation == gen  # the screen keeps the last good result
         _feed(inp, 5)
-        assert _next(out).frame_bgr[0, 0, 0] == 250  # swapping again
-        assert t.is_alive()
+        assert _next(out).frame_bgr[0, 0, 0] == 250  # the same stage swaps the next frame
+        assert len(built) == 1 and t.restarts == 0
+    finally:
+        stop.set()
+        t.join(2)
+
+
+def test_repeated_failures_rebuild_the_stage_with_backoff():
+    built: list[float] = []
+
+    def build():
+        built.append(time.perf_counter())
+        return Inverting(fail_on={66})
+
+    t, inp, out, stop = _start(build, restart_initial_s=0.05)
+    try:
+        deadline = time.time() + 2.5
+        while time.time() < deadline:
+            _feed(inp, 66)  # every call fails
+            time.sleep(0.005)
+        assert t.restarts >= 2
+        assert t.errors >= 5 * t.restarts  # five failures in a row before each rebuild
+        gaps = np.diff(built)
+        assert len(built) <= 7  # 0.05, 0.1, 0.2, 0.4, 0.8 s: doubling, not a rebuild per error
+        assert gaps[-1] > gaps[0] * 3
+        r = _next(out)
+        assert "repeated errors" in r.notice and r.frame_bgr[0, 0, 0] == 66  # pass-through, says why
     finally:
         stop.set()
         t.join(2)
@@ -172,6 +195,85 @@ def test_a_lagging_stage_result_carries_the_seq_of_the_frame_it_shows():
             r = _next(out)
             seen.append((int(r.frame_bgr[0, 0, 0]), r.seq))
         assert seen == [(20, 20), (20, 20), (21, 21)]
+    finally:
+        stop.set()
+        t.join(2)
+
+
+def test_an_abandoned_thread_never_publishes_again():
+    gate, entered = threading.Event(), threading.Event()
+
+    class Hanging(Inverting):
+        def process(self, frame_bgr, out: SwapResult) -> None:
+            if int(frame_bgr[0, 0, 0]) == 99:
+                entered.set()
+                gate.wait(5)  # a model call that does not return (until the test lets it)
+                out.frame_bgr[:] = 1
+                return
+            super().process(frame_bgr, out)
+
+    from kiosk.runtime import ErrorPolicy
+
+    t, inp, out, stop = _start(Hanging, policy=ErrorPolicy(stall_s=0.2, load_stall_s=0.2))
+    try:
+        deadline = time.time() + 3
+        while t.ok_calls < 4 and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        _feed(inp, 99)
+        assert entered.wait(3)
+        time.sleep(0.3)
+        assert t.hung_for(time.perf_counter()) > 0.2  # the supervisor's cue
+        gen = out.generation
+        t.abandon()
+        gate.set()
+        t.join(2)
+        assert not t.is_alive()
+        assert out.generation == gen  # the late result of the abandoned call was never published
+    finally:
+        stop.set()
+        gate.set()
+        t.join(2)
+
+
+def test_a_failed_rebuild_keeps_the_working_stage_and_retries_when_the_file_changes(tmp_path):
+    from kiosk.processing import StageUnavailable
+
+    model = tmp_path / "swapper.onnx"
+    model.write_bytes(b"broken")
+    attempts: list[float] = []
+
+    def broken_build():
+        attempts.append(time.perf_counter())
+        if model.read_bytes() == b"broken":
+            raise StageUnavailable(f"{model}: not a loadable ONNX model", (str(model),))
+        return PassThrough("new stage")
+
+    t, inp, out, stop = _start(Inverting, restart_initial_s=30.0)
+    try:
+        deadline = time.time() + 3
+        while t.ok_calls == 0 and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        t.reconfigure(broken_build)
+        deadline = time.time() + 3
+        while not attempts and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        time.sleep(0.2)
+        _feed(inp, 5)
+        r = _next(out)
+        assert r.frame_bgr[0, 0, 0] == 250  # the last working stage still swaps
+        assert "keeping the previous face swap" in r.notice and "swapper.onnx" in r.notice
+        model.write_bytes(b"repaired")  # the back-off is 30 s: only the file watch can retry now
+        t_fixed = time.perf_counter()
+        deadline = time.time() + 3
+        while t.processor_name != "passthrough" and time.time() < deadline:
+            _feed(inp, 5)
+            _next(out)
+        assert len(attempts) == 2 and attempts[1] - t_fixed < 1.0
+        _feed(inp, 5)
+        assert _next(out).notice == "new stage"
     finally:
         stop.set()
         t.join(2)

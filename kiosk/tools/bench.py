@@ -58,7 +58,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig, default_config_path, load_config
-from kiosk.pipeline import SwapPipeline, read_image
+from kiosk.pipeline import SwapPipeline, SwapProcessor, read_image
 from kiosk.processing import Processor
 from kiosk.types import FrameBGR, SwapResult
 
@@ -205,13 +205,17 @@ def _process_cpu_s() -> float:
     return t.user + t.system
 
 
-class BenchProcessor:
-    """Runs :meth:`SwapPipeline.process_into` like the kiosk's processor and records its stage times."""
+class BenchProcessor(SwapProcessor):
+    """The kiosk's :class:`~kiosk.pipeline.SwapProcessor` (same composite option, same error
+    policy, ``faces_pasted`` set by it) with a recorder of its stage times in ``on_frame``."""
 
     def __init__(self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5) -> None:
-        self.pipe = pipe
-        self.paste = composite == "cpu"
-        self.name = f"bench swap ({pipe.provider}, {composite} composite)"
+        super().__init__(
+            pipe,
+            composite=composite,
+            on_frame=self._record,
+            name=f"bench swap ({pipe.provider}, {composite} composite)",
+        )
         self.notice = ""
         self.skip = skip
         self.rows = np.zeros((capacity, len(STAGES) + 3), np.float64)  # + faces, det/face session
@@ -227,31 +231,28 @@ class BenchProcessor:
         self._det_runners = [pipe.detector.runner] + (
             [pipe._roi_detector.runner] if pipe._roi_detector is not None else []
         )
+        self._det_before = 0.0
+        self._cpu_before = 0.0
 
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         if self.done.is_set():  # measured enough: start no frame that may take seconds
             return
         self.idle.clear()
+        self._det_before = sum(r.run_ms for r in self._det_runners)
+        self._cpu_before = _process_cpu_s()
         try:
-            self._process(frame_bgr, out)
+            super().process(frame_bgr, out)
         finally:
             self.idle.set()
 
-    def _process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
-        det_before = sum(r.run_ms for r in self._det_runners)
-        cpu_before = _process_cpu_s()
-        faces = self.pipe.process_into(frame_bgr, out.frame_bgr, paste=self.paste, reuse=out.faces)
-        if not self.paste:
-            np.copyto(out.frame_bgr, frame_bgr)  # the renderer composites over the camera frame
-        out.faces[:] = faces
-        out.notice = ""
+    def _record(self, pipe: SwapPipeline) -> None:
         self.seen += 1
         if self.seen <= self.skip or self.count >= self.rows.shape[0]:
             if self.count >= self.rows.shape[0]:
                 self.done.set()
             return
-        t = self.pipe.times
-        det_session = sum(r.run_ms for r in self._det_runners) - det_before
+        t = pipe.times
+        det_session = sum(r.run_ms for r in self._det_runners) - self._det_before
         self.rows[self.count] = (
             t.detect_ms,
             t.track_ms,
@@ -269,7 +270,7 @@ class BenchProcessor:
             t.session_ms - det_session,
         )
         self.full_detections += int(t.full_detection)
-        self.cpu_s.append(_process_cpu_s() - cpu_before)
+        self.cpu_s.append(_process_cpu_s() - self._cpu_before)
         self.count += 1
         if self.count >= self.rows.shape[0]:
             self.done.set()
