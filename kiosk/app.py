@@ -114,6 +114,9 @@ class KioskApp:
         self.keyboard = KeyboardInput(cfg.controls.keyboard)
         self.gamepad: GamepadInput | None = None
         self.thread_restarts = 0
+        #: Errors and rebuilds of inference threads that were abandoned or died (each thread counts its own).
+        self._past_errors = 0
+        self._past_restarts = 0
         self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
         self._t_start = 0.0
         self._t_start_unix = 0.0
@@ -171,6 +174,7 @@ class KioskApp:
             )
             inf.abandon()
             self.abandoned_threads += 1
+            self._retire(inf)
             self.result_buf = TripleBuffer(new_swap_result)
             self.inference = self._new_inference()
             self.inference.start()
@@ -180,6 +184,21 @@ class KioskApp:
             log.info("processing recovered %.1f s after the stall", now - self._t_unrecovered)
             self._t_unrecovered = 0.0
         return now - self._t_unrecovered if self._t_unrecovered else 0.0
+
+    def _retire(self, inf: InferenceThread) -> None:
+        """Keep a replaced inference thread's error and rebuild counts in the totals."""
+        self._past_errors += inf.errors
+        self._past_restarts += inf.restarts
+
+    @property
+    def processing_errors(self) -> int:
+        """Failed processing calls since start, over every inference thread."""
+        return self._past_errors + self.inference.errors
+
+    @property
+    def processing_restarts(self) -> int:
+        """Stage rebuilds since start, over every inference thread."""
+        return self._past_restarts + self.inference.restarts
 
     def _supervise(self) -> None:
         """Restart a worker thread that died (they catch everything, so this is a last resort)."""
@@ -191,6 +210,7 @@ class KioskApp:
         if not self.inference.is_alive() and not self.stop.is_set():
             log.error("inference thread died; restarting it")
             self.thread_restarts += 1
+            self._retire(self.inference)
             self.inference = self._new_inference()
             self.inference.start()
 
@@ -229,7 +249,7 @@ class KioskApp:
                 "latency  capture→display "
                 + (f"p50 {p50:.1f} ms  p95 {p95:.1f} ms" if p50 is not None and p95 is not None else "-"),
                 self._face_age_line(),
-                f"stage    {self.inference.processor_name}  errors {self.inference.errors}",
+                f"stage    {self.inference.processor_name}  errors {self.processing_errors}",
                 f"faces    {len(self.library.entries)} loaded"
                 + (f", {len(self.library.problems)} skipped" if self.library.problems else "")
                 + (f"  selected: {self.selected_face_name()}" if self.library.entries else ""),
@@ -323,8 +343,8 @@ class KioskApp:
             },
             "processing": {
                 "stage": self.inference.processor_name,
-                "errors": self.inference.errors,
-                "restarts": self.inference.restarts,
+                "errors": self.processing_errors,
+                "restarts": self.processing_restarts,
                 "last_error": self.inference.last_error,
                 "notice": self._last_notice,
                 "provider": provider,

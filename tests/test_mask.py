@@ -314,7 +314,7 @@ def test_a_mask_change_in_the_config_file_rebuilds_the_processing_stage() -> Non
     cfg = KioskConfig.model_validate({"source": {"kind": "synthetic"}, "processing": {"enabled": False}})
     app = KioskApp(cfg, RunOptions(headless=True))
     calls: list[object] = []
-    app.inference.reconfigure = calls.append  # type: ignore[method-assign]
+    app.inference.reconfigure = lambda build, *policy: calls.append(build)  # type: ignore[method-assign]
     app.apply_config(cfg.model_copy(update={"mask": cfg.mask.model_copy(update={"mouth": 1.0})}))
     assert len(calls) == 1
     app.apply_config(app.cfg)  # nothing changed: nothing rebuilt
