@@ -7,6 +7,7 @@ is rebuilt with back-off by a short-lived loader thread.
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import time
@@ -57,6 +58,7 @@ class InferenceThread(threading.Thread):
         self.controls = controls
         self._bypass = PassThrough()
         self._loading = threading.Lock()
+        self._loaders: list[threading.Thread] = []
         self._fallback = PassThrough("loading the face models…")
         self._load_async(delay_s=0.0)
 
@@ -104,7 +106,29 @@ class InferenceThread(threading.Thread):
             if self._installed_generation != self._build_generation and not self._stop_event.is_set():
                 self._load_async(0.0)  # reconfigured just as this build finished
 
-        threading.Thread(target=load, name="processor-loader", daemon=True).start()
+        loader = threading.Thread(target=load, name="processor-loader", daemon=True)
+        self._loaders = [t for t in self._loaders if t.is_alive()] + [loader]
+        loader.start()
+
+    def loader_alive(self) -> bool:
+        return any(t.is_alive() for t in self._loaders)
+
+    def close(self, timeout_s: float) -> bool:
+        """After stop: join the loader threads (they check the stop event between builds), then
+        drop the processing stage so its ONNX Runtime sessions are released on this thread.
+        Returns False if a loader is still inside a build after ``timeout_s``."""
+        deadline = time.perf_counter() + timeout_s
+        for t in list(self._loaders):
+            t.join(max(0.0, deadline - time.perf_counter()))
+        if self.is_alive() or self.loader_alive():
+            return False
+        processor, self._processor = self._processor, None
+        release = getattr(processor, "release", None)
+        if callable(release):
+            release()
+        del processor
+        gc.collect()
+        return True
 
     def reconfigure(self, build_processor: Callable[[], Processor]) -> None:
         """Swap in a new processing stage built in the background; frames keep flowing through

@@ -26,6 +26,16 @@ from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
 
 log = logging.getLogger(__name__)
 
+
+def _telemetry_off() -> None:
+    """No ONNX Runtime telemetry from a booth (ORT's events go to Windows ETW; off everywhere)."""
+    off = getattr(ort, "disable_telemetry_events", None)
+    if callable(off):
+        off()
+
+
+_telemetry_off()
+
 #: Config names → ONNX Runtime provider names.
 PROVIDER_NAMES = {
     "tensorrt": "TensorrtExecutionProvider",
