@@ -3,9 +3,11 @@ memory, never a traceback or a hang (alias bombs, deep nesting, huge numbers and
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -104,3 +106,65 @@ def test_cli_check_never_tracebacks(tmp_path):
         assert proc.returncode == 1, (name, proc.stderr[-500:])
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(str(path)), (name, proc.stderr[-500:])
+
+
+@pytest.mark.gl
+def test_running_kiosk_survives_hostile_reloads_and_applies_the_next_good_file(tmp_path):
+    """Live reload of every hostile text: the kiosk keeps rendering, shows the one-line problem,
+    keeps the running config, and still applies a good file afterwards."""
+    try:
+        import moderngl
+
+        moderngl.create_standalone_context(backend="egl").release()
+    except Exception:
+        pytest.skip("no EGL/OpenGL context available")
+    from kiosk.app import KioskApp, RunOptions
+
+    small = (
+        "source: {kind: synthetic, synthetic: {width: 160, height: 120, fps: 30}, mirror: false}\n"
+        "display: {width: 160, height: 120, max_fps: 30}\nprocessing: {enabled: false}\n"
+    )
+    path = tmp_path / "k.yaml"
+    path.write_text(small)
+    app = KioskApp(load_config(path), RunOptions(headless=True, seconds=120), config_path=path)
+    assert app._watcher is not None
+    app._watcher.interval_s, app._watcher.settle_s = 0.05, 0.05
+    seen: dict[str, object] = {}
+
+    def edit() -> None:
+        try:
+            names = ("billion_laughs", "huge_int", "not_utf8", "deep_flow_nesting", "a_list", "tabs")
+            for bump, name in enumerate(names, start=1):
+                path.write_bytes(HOSTILE[name])
+                st = path.stat()
+                os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + bump * 1_000_000_000))
+                frames = app.render_rate.count
+                deadline = time.monotonic() + 10
+                while time.monotonic() < deadline and "config change ignored" not in app._config_problem:
+                    time.sleep(0.02)
+                notice = app.overlay_texts(time.perf_counter())["notice"]
+                time.sleep(0.2)
+                seen[name] = (notice, app.render_rate.count > frames, app.cfg.display.width)
+                app._config_problem = ""
+            path.write_text(
+                small.replace("width: 160, height: 120, max_fps", "width: 200, height: 120, max_fps")
+            )
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and app.cfg.display.width != 200:
+                time.sleep(0.02)
+            seen["good"] = app.cfg.display.width
+        finally:
+            app.stop.set()
+
+    t = threading.Thread(target=edit)
+    t.start()
+    assert app.run() == 0
+    t.join()
+    for name in ("billion_laughs", "huge_int", "not_utf8", "deep_flow_nesting", "a_list", "tabs"):
+        notice, rendering, width = seen[name]  # type: ignore[misc]
+        assert "config change ignored" in notice and str(path) in notice and "\n" not in notice, (
+            name,
+            notice,
+        )
+        assert rendering and width == 160, name
+    assert seen["good"] == 200
