@@ -477,6 +477,7 @@ class KioskApp:
         if self.stop.is_set():  # a signal while the kiosk was being built
             self.shutdown()
             self.write_stats()
+            self.inference.release()
             return 0
         surface = open_surface(self.cfg.display, headless=self.opts.headless)
         renderer = Renderer(surface.ctx, self.cfg.display)
@@ -566,6 +567,7 @@ class KioskApp:
             notifier.close()
             renderer.release()
             surface.close()
+            self.inference.release()  # the models' sessions, after the last stats
         return 0
 
     def shutdown(self, timeout_s: float = 1.0) -> None:
@@ -582,7 +584,7 @@ class KioskApp:
                 t.join(max(0.0, deadline - time.perf_counter()))
             if t.is_alive():
                 log.warning("%s thread did not stop within %.1f s", t.name, timeout_s)
-        if not self.inference.close(min(0.3, max(0.0, deadline - time.perf_counter()))):
+        if not self.inference.join_loaders(min(0.3, max(0.0, deadline - time.perf_counter()))):
             log.warning("the model loader is still busy; exiting without waiting for it")
 
     @property

@@ -113,22 +113,22 @@ class InferenceThread(threading.Thread):
     def loader_alive(self) -> bool:
         return any(t.is_alive() for t in self._loaders)
 
-    def close(self, timeout_s: float) -> bool:
-        """After stop: join the loader threads (they check the stop event between builds), then
-        drop the processing stage so its ONNX Runtime sessions are released on this thread.
+    def join_loaders(self, timeout_s: float) -> bool:
+        """After stop: join the loader threads (they check the stop event between builds).
         Returns False if a loader is still inside a build after ``timeout_s``."""
         deadline = time.perf_counter() + timeout_s
         for t in list(self._loaders):
             t.join(max(0.0, deadline - time.perf_counter()))
+        return not self.loader_alive()
+
+    def release(self) -> None:
+        """Drop the processing stage once this thread and the loaders have stopped, so its ONNX
+        Runtime sessions are released on the calling thread before the interpreter exits."""
         if self.is_alive() or self.loader_alive():
-            return False
+            return
         processor, self._processor = self._processor, None
-        release = getattr(processor, "release", None)
-        if callable(release):
-            release()
         del processor
         gc.collect()
-        return True
 
     def reconfigure(self, build_processor: Callable[[], Processor]) -> None:
         """Swap in a new processing stage built in the background; frames keep flowing through
