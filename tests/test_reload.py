@@ -64,7 +64,7 @@ def test_half_written_file_is_never_applied(tmp_path):
     """An editor mid-save: the file grows between polls; only the finished file is applied."""
     f = tmp_path / "k.yaml"
     _write(f, "display: {fit: fit, width: 640}\n", 0)
-    w = ConfigWatcher(f, interval_s=1.0, settle_s=0.3)
+    w = ConfigWatcher(f, interval_s=1.0)  # settle_s: 0.3 s by default
     full = "display: {fit: fill, width: 1280}\nsource: {mirror: false}\n"
     events = []
     t = 1.0
