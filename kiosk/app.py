@@ -13,9 +13,9 @@ The picture then is the newest camera frame; processed results only supply notic
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -27,13 +27,14 @@ from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, make_library
-from kiosk.booth.reload import ConfigWatcher
+from kiosk.booth.reload import ConfigWatcher, ReloadEvent
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig
 from kiosk.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
 from kiosk.processing import PassThrough, Processor
 from kiosk.runtime import ErrorPolicy, InferenceThread, new_swap_result
+from kiosk.signals import SignalState
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
@@ -79,10 +80,12 @@ class KioskApp:
         source_factory: Callable[[], Source] | None = None,
         processor_factory: Callable[[], Processor] | None = None,
         config_path: Path | None = None,
+        signals: SignalState | None = None,
     ) -> None:
         self.cfg = cfg
         self.opts = opts
-        self.stop = threading.Event()
+        self.signals = signals or SignalState()
+        self.stop = self.signals.stop
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
         self.library = make_library(cfg)
         self._library_version: tuple[int, int] = (0, -1)  # (library serial, version) on screen
@@ -125,6 +128,7 @@ class KioskApp:
         self.exit_code = 0
         self.abandoned_threads = 0  # inference threads given up on after a hung call
         self._t_unrecovered = 0.0  # perf_counter at which the unrecovered hang began; 0: healthy
+        self._stats_write_failed = False
 
     # -- threads ---------------------------------------------------------------------------
     @property
@@ -380,20 +384,19 @@ class KioskApp:
             return
         path = self.opts.stats_json
         tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.stats(), indent=2) + "\n")
-        tmp.replace(path)
+        try:
+            tmp.write_text(json.dumps(self.stats(), indent=2) + "\n")
+            tmp.replace(path)
+        except OSError as exc:  # a stats file must never stop the booth: say so once
+            if not self._stats_write_failed:
+                log.error("--stats-json not written (%s): %s", path, exc.strerror or exc)
+            self._stats_write_failed = True
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
 
     # -- main loop -------------------------------------------------------------------------
     def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-
-        def on_signal(signum: int, _frame: object) -> None:
-            log.info("signal %d: shutting down", signum)
-            self.stop.set()
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
+        self.signals.install()
 
     def _quit_allowed(self, key: str) -> bool:
         allow = self.cfg.controls.allow_quit
@@ -424,16 +427,28 @@ class KioskApp:
 
     # -- live reload -------------------------------------------------------------------------
     def _poll_config(self) -> None:
-        if self._watcher is None:
+        if self.signals.reload.is_set():
+            self.signals.reload.clear()
+            if self._watcher is None:
+                log.warning("SIGHUP: no config file to reload")
+                return
+            log.info("SIGHUP: reloading %s", self._watcher.path)
+            event: ReloadEvent | None = self._watcher.reload_now()
+        elif self._watcher is None:
             return
-        event = self._watcher.poll()
+        else:
+            event = self._watcher.poll()
         if event is None:
             return
         if event.config is None:
             self._config_problem = f"config change ignored: {event.problems[0]}"
             return
         self._config_problem = ""
-        self.apply_config(event.config)
+        try:
+            self.apply_config(event.config)
+        except Exception as exc:  # a reload never ends the run; the old parts keep going
+            log.exception("config change not applied")
+            self._config_problem = f"config change not applied: {type(exc).__name__}: {exc}".splitlines()[0]
 
     def apply_config(self, new: KioskConfig) -> None:
         """Apply a validated config to the running kiosk, restarting only what changed."""
@@ -616,11 +631,16 @@ class KioskApp:
         from kiosk.render.renderer import OverlayState, Renderer
         from kiosk.render.window import open_surface
 
+        self._install_signal_handlers()
+        if self.stop.is_set():  # a signal while the kiosk was being built
+            self.shutdown()
+            self.write_stats()
+            self.inference.release()
+            return 0
         surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
         renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
         self.gamepad = self._new_gamepad()
         notifier = SdNotifier.from_env()
-        self._install_signal_handlers()
         self._t_start = time.perf_counter()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
@@ -723,10 +743,15 @@ class KioskApp:
             notifier.close()
             renderer.release()
             surface.close()
+            self.inference.release()  # the models' sessions, after the last stats
         return self.exit_code
 
-    def shutdown(self, timeout_s: float = 1.5) -> None:
-        """Stop and join the worker threads (the capture thread releases the camera)."""
+    def shutdown(self, timeout_s: float = 1.0) -> None:
+        """Stop and join the worker threads (the capture thread releases the camera), then the
+        model loader, and release the models' sessions here, before the interpreter exits (an
+        ONNX Runtime thread still running at exit aborts the process: ``terminate called ...``)."""
+        if self.signals.received:
+            log.info("signal %s: shutting down", ",".join(str(s) for s in self.signals.received))
         self.stop.set()
         self._capture_stop.set()
         deadline = time.perf_counter() + timeout_s
@@ -735,3 +760,10 @@ class KioskApp:
                 t.join(max(0.0, deadline - time.perf_counter()))
             if t.is_alive():
                 log.warning("%s thread did not stop within %.1f s", t.name, timeout_s)
+        if not self.inference.join_loaders(min(0.3, max(0.0, deadline - time.perf_counter()))):
+            log.warning("the model loader is still busy; exiting without waiting for it")
+
+    @property
+    def clean_exit_possible(self) -> bool:
+        """False while a thread that may run native code (model loading) is still alive."""
+        return not self.inference.loader_alive()

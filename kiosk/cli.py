@@ -45,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    if words[:1] == ["run"]:
+        from kiosk.signals import install_early
+
+        install_early()  # before the slow imports below: SIGTERM during start-up exits with 0
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

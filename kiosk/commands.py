@@ -57,13 +57,17 @@ def _load_or_report(path: str) -> KioskConfig | None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from kiosk.app import KioskApp, RunOptions
+    from kiosk.signals import install_early
 
+    signals = install_early()  # already done by kiosk.cli.main for `kiosk run`
     config_path = str(bundled_config("demo")) if args.demo else (args.config or str(default_config_path()))
     cfg = _load_or_report(config_path)
     if cfg is None:
         return 2
     setup_logging(cfg)
     _enable_faulthandler()
+    if signals.stop.is_set():
+        return 0
     opts = RunOptions(
         headless=args.headless,
         frames=args.frames,
@@ -75,11 +79,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     from kiosk.render.window import DisplayError
 
+    app: KioskApp | None = None
+    signals.exit_at_once = False  # from here on threads run: a signal stops them and joins them
     try:
-        return KioskApp(cfg, opts, config_path=Path(config_path)).run()
+        app = KioskApp(cfg, opts, config_path=Path(config_path), signals=signals)
+        rc = app.run()
     except DisplayError as exc:
-        print(f"kiosk: {exc}", file=sys.stderr)
-        return 3
+        if signals.stop.is_set():  # the window was being opened as the signal came: not an error
+            rc = 0
+        else:
+            print(f"kiosk: {exc}", file=sys.stderr)
+            rc = 3
+        if app is not None:
+            app.shutdown()
+    if app is not None and not app.clean_exit_possible:
+        # A model loader is still inside ONNX Runtime (it cannot be interrupted): a normal
+        # interpreter exit would destroy its C++ threads and abort (exit 134). Leave at once.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(rc)
+    return rc
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:

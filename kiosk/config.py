@@ -7,7 +7,9 @@ whose ``problems`` are one-line messages of the form ``file:line: key.path: mess
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -510,28 +512,126 @@ def _format_loc(loc: tuple[Any, ...]) -> tuple[tuple[Any, ...], str]:
     return tuple(clean), text or "(top level)"
 
 
+#: Bounds on any YAML the kiosk reads (config, faces.yaml): a kiosk config is a few KiB.
+MAX_YAML_BYTES = 256 * 1024
+MAX_YAML_DEPTH = 32  # nested mappings/lists
+MAX_YAML_NODES = 20_000  # values after alias expansion ("billion laughs" stops here)
+MAX_INT_DIGITS = 18  # no setting needs more; also keeps 10**100000 out of int()
+_MAX_LINE = 300  # longest problem line shown
+
+
+def _clip(text: str) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= _MAX_LINE else line[: _MAX_LINE - 1] + "…"
+
+
+def _yaml_loader() -> type[yaml.SafeLoader]:
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # type: ignore[no-any-return]
+
+
+def _check_yaml_shape(text: str, path: str) -> None:
+    """Walk the YAML event stream once (no recursion, no expansion) and refuse documents that are
+    too deep or whose aliases would expand past :data:`MAX_YAML_NODES` values."""
+    sizes: dict[str, int] = {}  # anchor -> expanded size of the anchored node
+    stack: list[list[Any]] = [[None, 0]]  # [anchor, size so far] per open collection
+    for event in yaml.parse(text, Loader=_yaml_loader()):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            stack.append([event.anchor, 1])
+            if len(stack) - 1 > MAX_YAML_DEPTH:
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise ConfigError(
+                    path, [f"{path}:{line}: nested deeper than {MAX_YAML_DEPTH} levels (flatten the file)"]
+                )
+            continue
+        if isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            anchor, n = stack.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            anchor, n = event.anchor, 1
+            plain = event.implicit[0] and not event.style
+            digits = sum(c.isdigit() for c in event.value)
+            if plain and digits > MAX_INT_DIGITS and re.fullmatch(r"[-+]?[0-9_]+", event.value):
+                line = event.start_mark.line + 1 if event.start_mark else 0
+                raise ConfigError(
+                    path, [f"{path}:{line}: number with {digits} digits is out of range (use a sane value)"]
+                )
+        elif isinstance(event, yaml.AliasEvent):
+            anchor, n = None, sizes.get(event.anchor or "", 1)
+        else:
+            continue
+        if anchor:
+            sizes[anchor] = n
+        stack[-1][1] += n
+        if stack[0][1] + sum(s[1] for s in stack[1:]) > MAX_YAML_NODES:
+            raise ConfigError(
+                path,
+                [f"{path}: more than {MAX_YAML_NODES} values once aliases are expanded (remove the aliases)"],
+            )
+
+
+def _check_numbers(data: Any, path: str) -> None:
+    todo = [data]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(path, [f"{path}: number {item} is out of range (use a finite value)"])
+
+
+def safe_yaml(text: str, path: str = "<config>") -> tuple[yaml.Node | None, Any]:
+    """Parse untrusted YAML ``text`` within bounded time and memory.
+
+    Returns (composed node, data). Raises :class:`ConfigError` with one line for any text: too
+    large, too deep, alias bombs, out-of-range numbers, syntax errors, tabs, and anything else
+    the parser may raise."""
+    if len(text) > MAX_YAML_BYTES:
+        raise ConfigError(
+            path, [f"{path}: {len(text)} characters is too large for a config (at most {MAX_YAML_BYTES})"]
+        )
+    try:
+        _check_yaml_shape(text, path)
+        loader = _yaml_loader()
+        node = yaml.compose(text, Loader=loader)
+        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        _check_numbers(data, path)
+    except ConfigError:
+        raise
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        bad_line = text.splitlines()[mark.line : mark.line + 1] if mark is not None else []
+        if bad_line and "\t" in bad_line[0]:
+            problem = f"{problem}: a tab; indent with spaces, not tabs"
+        raise ConfigError(
+            path, [_clip(f"{path}{line}: YAML syntax error: {problem} (fix the indentation/quoting)")]
+        ) from None
+    except (ValueError, TypeError, OverflowError, RecursionError, MemoryError) as exc:
+        raise ConfigError(
+            path, [_clip(f"{path}: cannot be read as YAML ({type(exc).__name__}: {exc})")]
+        ) from None
+    return node, data
+
+
 def parse_config(
     text: str, path: str = "<config>", base_dir: Path | None = None, *, env: bool = True
 ) -> KioskConfig:
     """Validate YAML ``text``; raise :class:`ConfigError` with one line per problem. ``env``: apply
     the environment's overrides (``$KIOSK_MODELS_DIR``)."""
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(
-            path, [f"{path}{line}: YAML syntax error: {problem} (fix the indentation/quoting)"]
-        ) from None
+    node, data = safe_yaml(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(
             path, [f"{path}:1: the file must be a mapping of sections (source:, display:, ...)"]
         )
-    lines = _line_index(node)
+    try:
+        lines = _line_index(node)
+    except TypeError:  # a complex key (a list or mapping used as a key): no line numbers then
+        lines = {}
     try:
         cfg = KioskConfig.model_validate(data)
     except ValidationError as exc:
@@ -544,8 +644,12 @@ def parse_config(
                     line_no = lines[loc[:n]]
                     break
             where = f"{path}:{line_no}" if line_no else path
-            problems.append((line_no, f"{where}: {text_loc}: {_describe(dict(err))}"))
+            problems.append((line_no, _clip(f"{where}: {text_loc}: {_describe(dict(err))}")))
         raise ConfigError(path, [text for _, text in sorted(problems, key=lambda p: p[0])]) from None
+    except (TypeError, ValueError, RecursionError) as exc:  # e.g. unhashable keys deep inside
+        raise ConfigError(
+            path, [_clip(f"{path}: cannot be used as a config ({type(exc).__name__}: {exc})")]
+        ) from None
     cfg = cfg.model_copy(update={"base_dir": base_dir or Path.cwd()})
     return _apply_env(cfg) if env else cfg
 
@@ -579,18 +683,35 @@ def _apply_env(cfg: KioskConfig) -> KioskConfig:
     return cfg.model_copy(update={"models": cfg.models.model_copy(update={"dir": models_dir})})
 
 
+def read_text_bounded(path: Path, limit: int = MAX_YAML_BYTES) -> str:
+    """The UTF-8 text of ``path``, at most ``limit`` bytes; :class:`ConfigError` otherwise."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(limit + 1)
+    except FileNotFoundError:
+        raise ConfigError(
+            str(path),
+            [f"{path}: config file not found (check the path, or write one: kiosk config init {path})"],
+        ) from None
+    except OSError as exc:
+        raise ConfigError(
+            str(path), [_clip(f"{path}: cannot read the file: {exc.strerror or exc}")]
+        ) from None
+    if len(raw) > limit:
+        raise ConfigError(str(path), [f"{path}: larger than {limit} bytes; this is not a kiosk config"])
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            str(path),
+            [f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); save it as UTF-8"],
+        ) from None
+
+
 def load_config(path: str | Path, *, env: bool = True) -> KioskConfig:
     """Read and validate the YAML file at ``path`` (``env``: see :func:`parse_config`)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(
-            str(p),
-            [f"{p}: config file not found (check the path, or write one: kiosk config init {p})"],
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(str(p), [f"{p}: cannot read the config file: {exc}"]) from None
+    text = read_text_bounded(p)
     return parse_config(text, str(p), base_dir=_config_base_dir(p), env=env)
 
 

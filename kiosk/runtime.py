@@ -23,6 +23,7 @@ event); other threads ask for a rebuild through a queue (:meth:`reconfigure`).
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import queue
@@ -83,7 +84,8 @@ class _BuildJob:
         self.result: Processor | None = None
         self.error: BaseException | None = None
         self.done = threading.Event()
-        threading.Thread(target=self._run, args=(build,), name="processor-loader", daemon=True).start()
+        self.thread = threading.Thread(target=self._run, args=(build,), name="processor-loader", daemon=True)
+        self.thread.start()
 
     def _run(self, build: Callable[[], Processor]) -> None:
         try:
@@ -155,6 +157,7 @@ class InferenceThread(threading.Thread):
         #: Live display: each result's crops also go, as an immutable snapshot, to the capture
         #: thread's keypoint tracker (None: synced display, nothing extra is copied).
         self.anchors = anchors
+        self._loaders: list[threading.Thread] = []  # build threads, joined at shutdown
         self._fallback = PassThrough("loading the face models…")
         self._bypass = PassThrough()
         self._job: _BuildJob | None = None
@@ -197,6 +200,26 @@ class InferenceThread(threading.Thread):
     def abandoned(self) -> bool:
         return self._abandoned.is_set()
 
+    def loader_alive(self) -> bool:
+        return any(t.is_alive() for t in self._loaders)
+
+    def join_loaders(self, timeout_s: float) -> bool:
+        """After stop: join the loader threads (they check the stop event between builds).
+        Returns False if a loader is still inside a build after ``timeout_s``."""
+        deadline = time.perf_counter() + timeout_s
+        for t in list(self._loaders):
+            t.join(max(0.0, deadline - time.perf_counter()))
+        return not self.loader_alive()
+
+    def release(self) -> None:
+        """Drop the processing stage once this thread and the loaders have stopped, so its ONNX
+        Runtime sessions are released on the calling thread before the interpreter exits."""
+        if self.is_alive() or self.loader_alive():
+            return
+        processor, self._processor = self._processor, None
+        del processor
+        gc.collect()
+
     def reconfigure(
         self, build_processor: Callable[[], Processor], policy: ErrorPolicy | None = None
     ) -> None:
@@ -213,6 +236,7 @@ class InferenceThread(threading.Thread):
     def _start_build(self) -> None:
         self._retry_at = 0.0
         self._job = _BuildJob(self._build, self._generation)
+        self._loaders = [t for t in self._loaders if t.is_alive()] + [self._job.thread]
 
     def _schedule_build(self, delay_s: float) -> None:
         self._retry_at = time.perf_counter() + delay_s

@@ -191,3 +191,27 @@ def test_make_library_from_config(tmp_path):
     lib = make_library(cfg)
     assert lib.folder == tmp_path / "faces" and lib.cache_dir == tmp_path / "cache"
     assert lib.extra_photos == (tmp_path / "me.jpg",)
+
+
+def test_decode_photo_bounds_memory_by_the_header(face_crops):
+    import struct
+
+    from kiosk.booth.faces import PhotoError, decode_photo
+
+    data = bytearray(cv2.imencode(".jpg", face_crops[0])[1].tobytes())
+    sof = data.find(b"\xff\xc0")
+    struct.pack_into(">HH", data, sof + 5, 16000, 16000)  # claims 256 megapixels
+    img = decode_photo(bytes(data))
+    assert img.shape == (4000, 4000, 3)  # decoded at 1/4 by the JPEG decoder
+    struct.pack_into(">HH", data, sof + 5, 60000, 60000)
+    with pytest.raises(PhotoError, match="too large"):
+        decode_photo(bytes(data))
+    png = cv2.imencode(".png", face_crops[0])[1].tobytes()
+    import zlib
+
+    ihdr = b"IHDR" + struct.pack(">II", 20000, 20000) + png[24:29]  # width, height; same depth etc.
+    big_png = png[:12] + ihdr + struct.pack(">I", zlib.crc32(ihdr)) + png[33:]
+    with pytest.raises(PhotoError, match="20000x20000 PNG is too large"):
+        decode_photo(big_png)
+    with pytest.raises(PhotoError, match="empty file"):
+        decode_photo(b"")

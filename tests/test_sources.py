@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -221,3 +222,34 @@ def test_capture_survives_a_failing_read_and_resumes():
     finally:
         stop.set()
         thread.join(2)
+
+
+def _solid_video(
+    path: Path, bgr: tuple[int, int, int], n: int = 10, size=(96, 64), fps: float = 50.0
+) -> None:
+    vw = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, size)
+    assert vw.isOpened()
+    for _ in range(n):
+        vw.write(np.full((size[1], size[0], 3), bgr, np.uint8))
+    vw.release()
+
+
+def test_video_replaced_by_rename_is_reopened(tmp_path):
+    """`mv new.avi clip.avi` while the kiosk plays clip.avi: the new file plays within a second."""
+    clip = tmp_path / "clip.avi"
+    _solid_video(clip, (0, 0, 255))  # red
+    src = VideoFileSource(clip)
+    src.open()
+    assert src.read(None)[..., 2].mean() > 200
+    _solid_video(tmp_path / "new.avi", (255, 0, 0))  # blue
+    os.replace(tmp_path / "new.avi", clip)
+    t0 = time.monotonic()
+    blue_after = None
+    while time.monotonic() - t0 < 3.0:
+        frame = src.read(None)
+        if frame[..., 0].mean() > 200 and frame[..., 2].mean() < 50:
+            blue_after = time.monotonic() - t0
+            break
+    src.close()
+    assert blue_after is not None, "still playing the old file 3 s after the rename"
+    assert src.reopened == 1

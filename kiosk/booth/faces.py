@@ -3,8 +3,13 @@ thumbnail, cached on disk, and kept in step with the folder while the kiosk runs
 
 * Each photo's largest face is used. A photo that is unreadable, has no face, or has two faces
   of similar size is skipped with a warning (log + staff view); the rest keep working.
+* Any bytes in the folder are safe: a photo that cannot be used is named in a one-line problem and
+  skipped (never an exception out of :meth:`FaceLibrary.refresh`). Photos are decoded with bounded
+  memory: the size is read from the header first; a large JPEG is decoded at 1/2, 1/4 or 1/8 scale
+  by the JPEG decoder itself, anything else over :data:`MAX_PHOTO_PIXELS` is refused.
 * Cache entries are keyed by the photo's SHA-256 and a digest of the models the latent depends
-  on (embedder and swapper), written atomically, and ignored when stale.
+  on (embedder and swapper), written atomically, and ignored when stale. A corrupt entry is deleted
+  and recomputed; entries of photos no longer in the library are pruned.
 * :meth:`FaceLibrary.refresh` runs on the inference thread (it needs the models); it costs one
   ``stat`` per photo when nothing changed. The main thread only reads :attr:`entries`, an
   immutable tuple replaced as a whole.
@@ -12,12 +17,18 @@ thumbnail, cached on disk, and kept in step with the folder while the kiosk runs
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import itertools
 import json
 import logging
 import os
+import re
 import tempfile
+import threading
+import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +36,9 @@ from typing import Protocol
 
 import cv2
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 
-from kiosk.config import KioskConfig
+from kiosk.config import ConfigError, KioskConfig, read_text_bounded, safe_yaml
 from kiosk.types import Face, FrameBGR
 
 log = logging.getLogger(__name__)
@@ -37,6 +47,61 @@ _SERIALS = itertools.count(1)
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
 NAMES_FILE = "faces.yaml"
 CACHE_VERSION = 1
+MAX_PHOTO_BYTES = 64 << 20  # a staff photo is a few MB
+MAX_PHOTO_PIXELS = 40_000_000  # decoded at full size up to this (8000x5000); 120 MB as BGR
+MAX_PHOTO_SIDE = 100_000  # beyond this a header is nonsense, even for a JPEG decoded at 1/8
+_PIL_HEADER_LOCK = threading.Lock()
+_CACHE_NAME = re.compile(r"[0-9a-f]{24}-[0-9a-f]{0,12}\.npz")
+
+
+class PhotoError(ValueError):
+    """A photo that cannot be used; the message says why and what to do."""
+
+
+def decode_photo(data: bytes) -> FrameBGR:
+    """Decode an image file's bytes to BGR with bounded memory, or raise :class:`PhotoError`.
+
+    The dimensions come from the header (Pillow reads no pixels in ``Image.open``). Up to
+    :data:`MAX_PHOTO_PIXELS` the photo is decoded as it is; a larger JPEG is decoded reduced by
+    the JPEG decoder (DCT scaling: the full-size picture never exists in memory); other formats
+    that large are refused, since their decoders would need the full-size buffer."""
+    from PIL import Image
+
+    if not data:
+        raise PhotoError("empty file (0 bytes); copy the photo again")
+    try:
+        with _PIL_HEADER_LOCK, warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # the size is checked below
+            try:
+                with Image.open(io.BytesIO(data)) as im:  # header only: no pixels are decoded
+                    width, height = im.size
+                    fmt = im.format or "?"
+            finally:
+                Image.MAX_IMAGE_PIXELS = limit
+    except Exception:  # UnidentifiedImageError, DecompressionBombError, truncated headers, ...
+        raise PhotoError("not a readable image; use a JPEG or PNG") from None
+    if width <= 0 or height <= 0 or max(width, height) > MAX_PHOTO_SIDE:
+        raise PhotoError(f"claims {width}x{height} pixels, which is absurd; export the photo again")
+    pixels = width * height
+    flag = cv2.IMREAD_COLOR
+    if pixels > MAX_PHOTO_PIXELS:
+        reduced = {
+            2: cv2.IMREAD_REDUCED_COLOR_2,
+            4: cv2.IMREAD_REDUCED_COLOR_4,
+            8: cv2.IMREAD_REDUCED_COLOR_8,
+        }
+        factor = next((f for f in reduced if pixels / (f * f) <= MAX_PHOTO_PIXELS), 0)
+        if fmt != "JPEG" or not factor:
+            raise PhotoError(
+                f"{width}x{height} {fmt} is too large to decode safely "
+                f"(over {MAX_PHOTO_PIXELS // 1_000_000} megapixels); scale it down, e.g. to 2000 px wide"
+            )
+        flag = reduced[factor]
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), flag)
+    if image is None or image.ndim != 3 or image.shape[2] != 3 or min(image.shape[:2]) < 1:
+        raise PhotoError("not a readable image (damaged or truncated?); use a JPEG or PNG")
+    return np.ascontiguousarray(image, dtype=np.uint8)
 
 
 class FaceAnalyzer(Protocol):
@@ -136,10 +201,10 @@ def read_names(folder: Path) -> tuple[dict[str, str], list[str], str]:
     if not path.is_file():
         return {}, [], ""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return {}, [], f"{path}: cannot read ({first}); file names are used as names"
+        _, data = safe_yaml(read_text_bounded(path), str(path))
+    except ConfigError as exc:
+        detail = exc.problems[0].removeprefix(str(path)).lstrip(":0123456789 ")
+        return {}, [], f"{path}: cannot read ({detail}); file names are used as names"
     names: dict[str, str] = {}
     order: list[str] = []
     if isinstance(data, dict):
@@ -148,7 +213,7 @@ def read_names(folder: Path) -> tuple[dict[str, str], list[str], str]:
         items = data
     else:
         return {}, [], f"{path}: expected a list of {{file, name}} or a mapping file: name"
-    for item in items:
+    for item in items[:10_000]:
         if isinstance(item, dict) and isinstance(item.get("file"), str):
             order.append(item["file"])
             if item.get("name") is not None:
@@ -186,7 +251,13 @@ class FaceLibrary:
     def photos(self) -> list[Path]:
         found = list(self.extra_photos)
         if self.folder is not None and self.folder.is_dir():
-            found += [p for p in self.folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()]
+            try:
+                found += [
+                    p for p in self.folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
+                ]
+            except OSError as exc:  # unreadable folder: keep what was loaded, say why
+                log.warning("faces folder not listed (%s): %s", self.folder, exc)
+                return [*found, *(p for p in self._scanned if p not in found)]
         return found
 
     def refresh(self, analyzer: FaceAnalyzer, model_digest: str) -> bool:
@@ -206,7 +277,7 @@ class FaceLibrary:
             stamp = (st.st_mtime_ns, st.st_size)
             prev = self._scanned.get(path)
             seen[path] = (
-                prev if prev is not None and prev.stamp == stamp else self._scan(path, stamp, analyzer)
+                prev if prev is not None and prev.stamp == stamp else self._scan_safely(path, stamp, analyzer)
             )
         for path in set(self._scanned) - set(seen):
             log.info("face photo removed: %s", path.name)
@@ -241,6 +312,7 @@ class FaceLibrary:
         if changed:
             self.entries, self.problems = new_entries, new_problems
             self.version += 1
+            self._prune_cache()
         return changed
 
     def _read_names(self) -> tuple[dict[str, str], list[str], str]:
@@ -256,11 +328,28 @@ class FaceLibrary:
             self._names = read_names(self.folder)
         return self._names
 
-    def _scan(self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer) -> _Scanned:
+    def _scan_safely(self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer) -> _Scanned:
+        """:meth:`_scan`, with anything it raises turned into a problem naming the photo."""
         try:
-            data = path.read_bytes()
+            return self._scan(path, stamp, analyzer)
+        except PhotoError as exc:
+            return self._skip(path, stamp, f"{path.name}: {exc}")
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[-1][:160]
+            return self._skip(
+                path, stamp, f"{path.name}: cannot be used ({type(exc).__name__}: {first}); replace the photo"
+            )
+
+    def _scan(self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer) -> _Scanned:
+        if stamp[1] > MAX_PHOTO_BYTES:
+            raise PhotoError(f"{stamp[1] >> 20} MB is too large for a face photo; use a JPEG under 20 MB")
+        try:
+            with open(path, "rb") as f:
+                data = f.read(MAX_PHOTO_BYTES + 1)
         except OSError as exc:
             return self._skip(path, stamp, f"{path.name}: cannot read ({exc.strerror}); check permissions")
+        if len(data) > MAX_PHOTO_BYTES:
+            raise PhotoError("grew too large while being read; use a JPEG under 20 MB")
         digest = hashlib.sha256(data).hexdigest()
         key = f"{digest[:24]}-{self._model_digest[:12]}"
         cache_file = self.cache_dir / f"{key}.npz"
@@ -269,10 +358,8 @@ class FaceLibrary:
             latent, thumb = cached
             log.debug("face cache hit: %s", path.name)
             return _Scanned(stamp, FaceEntry(key, path.stem, path, latent, thumb), "")
-        image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        if image is None:
-            return self._skip(path, stamp, f"{path.name}: not a readable image; use a JPEG or PNG")
-        faces, used = analyzer.find_source_faces(np.ascontiguousarray(image, dtype=np.uint8))
+        image = decode_photo(data)
+        faces, used = analyzer.find_source_faces(image)
         if not faces:
             return self._skip(
                 path, stamp, f"{path.name}: no face found; use a clear, frontal photo of one face"
@@ -294,13 +381,44 @@ class FaceLibrary:
 
     # -- cache -----------------------------------------------------------------------------------
     def _load_cache(self, path: Path) -> tuple[NDArray[np.float32], FrameBGR] | None:
+        """The cached (latent, thumbnail), or None: missing, stale (recomputed and overwritten), or
+        corrupt (any bytes: deleted, then recomputed)."""
         try:
-            with np.load(path) as z:
+            if not path.is_file():
+                return None
+            if path.stat().st_size > 16 << 20:
+                raise ValueError("larger than any cache entry")
+            with np.load(path, allow_pickle=False) as z:
                 if int(z["version"]) != CACHE_VERSION or int(z["thumb_px"]) != self.thumb_px:
                     return None
-                return z["latent"].astype(np.float32), z["thumb"].astype(np.uint8)
-        except (OSError, KeyError, ValueError):
+                latent = np.asarray(z["latent"])
+                thumb = np.asarray(z["thumb"])
+            if latent.size == 0 or latent.size > 1 << 20 or not np.all(np.isfinite(latent)):
+                raise ValueError("bad latent")
+            if thumb.shape != (self.thumb_px, self.thumb_px, 3):
+                raise ValueError(f"thumbnail of shape {thumb.shape}")
+            return latent.astype(np.float32), np.ascontiguousarray(thumb, dtype=np.uint8)
+        except Exception as exc:  # BadZipFile, EOFError, ValueError, KeyError, OSError, ...
+            log.warning("face cache entry %s is corrupt (%s); rebuilding it", path.name, type(exc).__name__)
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
             return None
+
+    def _prune_cache(self) -> None:
+        """Delete cache entries of photos that are no longer in the library (and stale temp files)."""
+        keep = {f"{e.key}.npz" for e in self.entries}
+        try:
+            names = os.listdir(self.cache_dir)
+        except OSError:
+            return
+        now = time.time()
+        for name in names:
+            path = self.cache_dir / name
+            with contextlib.suppress(OSError):
+                left_over = name.endswith(".tmp") and ".npz." in name and now - path.stat().st_mtime > 3600
+                if (_CACHE_NAME.fullmatch(name) and name not in keep) or left_over:
+                    path.unlink()
+                    log.info("face cache entry pruned: %s", name)
 
     def _save_cache(self, path: Path, latent: NDArray[np.float32], thumb: FrameBGR) -> None:
         import io

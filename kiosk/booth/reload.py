@@ -1,4 +1,10 @@
-"""Live config reload: watch the YAML file, validate changes, keep the running config on error."""
+"""Live config reload: watch the YAML file, validate changes, keep the running config on error.
+
+A change is applied only once the file has settled: the same size, mtime and SHA-256 on two polls
+``settle_s`` apart, so a file caught half-written (an editor mid-save, a slow copy) is never
+applied. SIGHUP (:meth:`ConfigWatcher.reload_now`) reloads at once. Any bytes in the file give a
+one-line problem (see :func:`kiosk.config.safe_yaml`), never an exception.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kiosk.config import ConfigError, KioskConfig, load_config
+from kiosk.config import MAX_YAML_BYTES, ConfigError, KioskConfig, load_config
 
 log = logging.getLogger(__name__)
+
+_Seen = tuple[tuple[int, int] | None, str | None]  # ((mtime_ns, size), sha256)
 
 
 @dataclass(frozen=True)
@@ -22,14 +30,17 @@ class ReloadEvent:
 
 
 class ConfigWatcher:
-    """Polls the file's size and mtime (a cheap ``stat``) at most every ``interval_s``."""
+    """Polls the file's size and mtime (a cheap ``stat``) at most every ``interval_s``; once they
+    change, looks again after ``settle_s`` and applies the file when nothing moved in between."""
 
-    def __init__(self, path: Path, interval_s: float = 1.0) -> None:
+    def __init__(self, path: Path, interval_s: float = 1.0, settle_s: float = 0.3) -> None:
         self.path = path
         self.interval_s = interval_s
+        self.settle_s = settle_s
         self._next = 0.0
         self._stamp = self._stat()
         self._digest = self._hash()
+        self._pending: _Seen | None = None  # seen once, waiting to be seen again unchanged
 
     def _stat(self) -> tuple[int, int] | None:
         try:
@@ -40,7 +51,8 @@ class ConfigWatcher:
 
     def _hash(self) -> str | None:
         try:
-            return hashlib.sha256(self.path.read_bytes()).hexdigest()
+            with open(self.path, "rb") as f:  # bounded: a larger file is refused by load_config
+                return hashlib.sha256(f.read(MAX_YAML_BYTES + 1)).hexdigest()
         except OSError:
             return None
 
@@ -50,18 +62,36 @@ class ConfigWatcher:
             return None
         self._next = now + self.interval_s
         stamp = self._stat()
-        if stamp == self._stamp:
+        if stamp == self._stamp and self._pending is None:
             return None
-        self._stamp = stamp
-        digest = self._hash()
-        if digest == self._digest:
-            return None  # touched, not changed
-        self._digest = digest
+        seen: _Seen = (stamp, self._hash())
+        if seen != self._pending:
+            if seen[1] == self._digest and stamp is not None:
+                self._stamp, self._pending = stamp, None  # touched, not changed
+                return None
+            self._pending = seen  # changed or still changing: look again shortly
+            self._next = now + min(self.settle_s, self.interval_s)
+            return None
+        self._pending = None
+        self._stamp, self._digest = seen
+        return self._load()
+
+    def reload_now(self) -> ReloadEvent:
+        """Load the file now (SIGHUP), whether or not it changed."""
+        self._pending = None
+        self._stamp, self._digest = self._stat(), self._hash()
+        return self._load()
+
+    def _load(self) -> ReloadEvent:
         try:
             cfg = load_config(self.path)
         except ConfigError as exc:
             for line in exc.problems:
                 log.error("config not reloaded: %s", line)
             return ReloadEvent(None, tuple(exc.problems))
+        except Exception as exc:  # never let a config file stop the kiosk
+            line = f"{self.path}: cannot be loaded ({type(exc).__name__}: {exc})".splitlines()[0]
+            log.error("config not reloaded: %s", line)
+            return ReloadEvent(None, (line,))
         log.info("config reloaded from %s", self.path)
         return ReloadEvent(cfg)

@@ -126,17 +126,42 @@ class CameraSource:
 
 
 class VideoFileSource:
-    """A video file, looped and paced at its own frame rate."""
+    """A video file, looped and paced at its own frame rate.
+
+    A file replaced under the same name (``mv new.mp4 clip.mp4``: a new inode) is noticed within
+    :attr:`CHECK_S` and reopened; the old file keeps playing until the new one opens."""
+
+    CHECK_S = 0.5  # how often the path is stat()ed for a replacement
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.description = f"video {path.name}"
         self._cap: cv2.VideoCapture | None = None
         self._pacer = _Pacer(30.0)
+        self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
+        self._next_check = 0.0
+        self.reopened = 0
+
+    def _stat_identity(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
+
+    def _replaced(self) -> bool:
+        now = time.monotonic()
+        if now < self._next_check:
+            return False
+        self._next_check = now + self.CHECK_S
+        ident = self._stat_identity()
+        return ident is not None and ident != self._identity
 
     def open(self) -> None:
         if not self.path.is_file():
             raise SourceError(f"{self.path}: video file not found (fix source.path)")
+        self._identity = self._stat_identity()
+        self._next_check = time.monotonic() + self.CHECK_S
         cap = cv2.VideoCapture(str(self.path))
         if not cap.isOpened():
             cap.release()
@@ -153,6 +178,18 @@ class VideoFileSource:
         if self._cap is None:
             raise SourceError("video not open")
         self._pacer.wait()
+        if self._replaced():
+            old, old_identity = self._cap, self._identity
+            try:
+                self.open()
+            except SourceError as exc:  # e.g. the new file is still being copied: keep the old
+                self._identity = old_identity  # and look again at the next check
+                log.warning("video %s replaced but not readable yet: %s", self.path.name, exc)
+            else:
+                old.release()
+                self.reopened += 1
+                log.info("video %s replaced on disk: reopened", self.path.name)
+        assert self._cap is not None
         ok, frame = self._cap.read(out) if out is not None else self._cap.read()
         if not ok:  # end of file: loop
             if not self.path.is_file():

@@ -47,6 +47,15 @@ def reset_notices() -> None:
     ortlog.reset()
 
 
+def _telemetry_off() -> None:
+    """No ONNX Runtime telemetry from a booth (ORT's events go to Windows ETW; off everywhere)."""
+    off = getattr(ort, "disable_telemetry_events", None)
+    if callable(off):
+        off()
+
+
+_telemetry_off()
+
 #: Config names → ONNX Runtime provider names.
 PROVIDER_NAMES = {
     "tensorrt": "TensorrtExecutionProvider",
