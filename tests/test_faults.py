@@ -17,6 +17,7 @@ from typing import Any
 
 import cv2
 import pytest
+from egl_helpers import skip_module_without_egl
 from fault_inject import CountingSource, Faults, ScreenSampler, booth_folder, booth_yaml
 
 from kiosk.app import KioskApp, RunOptions
@@ -28,18 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = [pytest.mark.gl, pytest.mark.slow]
 
 
-def _egl_available() -> bool:
-    try:
-        import moderngl
-
-        moderngl.create_standalone_context(backend="egl").release()
-        return True
-    except Exception:
-        return False
-
-
-if not _egl_available():
-    pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)", allow_module_level=True)
+skip_module_without_egl()
 
 
 def _run(

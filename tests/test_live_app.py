@@ -14,6 +14,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
+from egl_helpers import skip_module_without_egl
 
 from kiosk.app import KioskApp, RunOptions
 from kiosk.config import parse_config
@@ -32,18 +33,7 @@ overlay: {{debug: true}}
 """
 
 
-def _egl_available() -> bool:
-    try:
-        import moderngl
-
-        moderngl.create_standalone_context(backend="egl").release()
-        return True
-    except Exception:
-        return False
-
-
-if not _egl_available():
-    pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)", allow_module_level=True)
+skip_module_without_egl()
 
 
 def scene() -> FrameBGR:

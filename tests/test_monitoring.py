@@ -15,6 +15,7 @@ from pathlib import Path
 
 import cv2
 import pytest
+from egl_helpers import egl_available
 
 from kiosk.appliance import monitoring
 from kiosk.appliance.monitoring import TextfileMonitor, render_metrics, write_atomic
@@ -67,20 +68,10 @@ monitoring: {{textfile: metrics/faceswap_kiosk.prom, interval_s: {interval_s}}}
     return cfg
 
 
-def _egl_available() -> bool:
-    try:
-        import moderngl
-
-        moderngl.create_standalone_context(backend="egl").release()
-        return True
-    except Exception:
-        return False
-
-
 @pytest.mark.gl
 @pytest.mark.slow
 def test_kiosk_run_keeps_the_textfile_up_to_date_and_writes_up_0_at_exit(tmp_path):
-    if not _egl_available():
+    if not egl_available():
         pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)")
     cfg = _booth(tmp_path)
     prom = tmp_path / "metrics" / "faceswap_kiosk.prom"

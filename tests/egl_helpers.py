@@ -1,0 +1,21 @@
+"""One check, for test modules that run the whole kiosk headless: skip them without EGL."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def egl_available() -> bool:
+    try:
+        import moderngl
+
+        moderngl.create_standalone_context(backend="egl").release()
+        return True
+    except Exception:
+        return False
+
+
+def skip_module_without_egl() -> None:
+    """Call at module level: skips the whole module where no EGL/OpenGL context can be made."""
+    if not egl_available():
+        pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)", allow_module_level=True)
