@@ -930,15 +930,13 @@ def build_processor(cfg: KioskConfig) -> Processor:
         return PassThrough(notice=f"source face: {exc}")
     except NoFaceError:
         return PassThrough(notice=f"no face found in {src_path} — use a clear frontal photo")
-    pipelined = None
-    if cfg.processing.pipelined:
-        from kiosk.pipelined import PipelinedDetection
+    from kiosk.pipelined import open_pipelined  # it builds on this module
 
-        try:
-            pipelined = PipelinedDetection.from_config(cfg, pipe)
-        except ModelError as exc:
-            log.error("%s", exc)
-            return PassThrough(notice=f"{exc}")
+    try:
+        pipelined = open_pipelined(cfg, pipe)
+    except ModelError as exc:
+        log.error("%s", exc)
+        return PassThrough(notice=f"{exc}")
     proc = SwapProcessor(pipe, composite=stage_composite(cfg), pipelined=pipelined)
     log.info("face swap ready: %s, source %s%s", proc.name, src_path, ", pipelined" if pipelined else "")
     return proc

@@ -158,3 +158,9 @@ class PipelinedDetection:
         """Stop the worker thread (also done when this object is garbage-collected)."""
         self._pending = None
         self._finalizer()
+
+
+def open_pipelined(cfg: KioskConfig, pipe: SwapPipeline) -> PipelinedDetection | None:
+    """The detection worker for ``pipe`` when ``processing.pipelined`` is on, else None. Raises
+    :class:`~kiosk.inference.errors.ModelError` like the pipeline's own model loading."""
+    return PipelinedDetection.from_config(cfg, pipe) if cfg.processing.pipelined else None

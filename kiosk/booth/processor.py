@@ -16,6 +16,7 @@ from kiosk.pipeline import (
     model_paths,
     stage_composite,
 )
+from kiosk.pipelined import open_pipelined
 from kiosk.processing import PassThrough, Processor, StageUnavailable
 
 log = logging.getLogger(__name__)
@@ -48,18 +49,10 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
         digest = ModelDigests(cfg.resolve(cfg.faces.cache_dir) / "models.json").digest(
             [p for p in (paths["embedder"], paths["swapper"]) if p is not None]
         )
+        pipelined = open_pipelined(cfg, pipe)
     except ModelError as exc:
         log.error("%s", exc)
         raise StageUnavailable(str(exc), watch) from exc
-    pipelined = None
-    if cfg.processing.pipelined:
-        from kiosk.pipelined import PipelinedDetection
-
-        try:
-            pipelined = PipelinedDetection.from_config(cfg, pipe)
-        except ModelError as exc:
-            log.error("%s", exc)
-            raise StageUnavailable(str(exc), watch) from exc
     processor = SwapProcessor(
         pipe,
         # live display moves the crops onto newer frames in the shader: never paste on the CPU then
