@@ -177,3 +177,23 @@ def test_real_photos(standin_dir: Path, det_500m: Path, t1_bgr: np.ndarray) -> N
     assert face.score > 0.5
     out = pipe.process(t1_bgr)
     assert pipe.times.faces == 6 and out.shape == t1_bgr.shape
+
+
+def test_demo_without_models_says_which_command_fetches_them(tmp_path: Path) -> None:
+    """The bundled demo (no faces folder) on a fresh install: the notice is about the missing models
+    and `kiosk models fetch`, not about faces, and the build is retried when the files appear."""
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import make_library
+    from kiosk.booth.processor import build_booth_processor
+    from kiosk.config import load_config
+    from kiosk.paths import bundled_config
+    from kiosk.processing import StageUnavailable
+
+    cfg = load_config(bundled_config("demo"), env=False)
+    cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"dir": str(tmp_path)})})
+    with pytest.raises(StageUnavailable) as err:
+        build_booth_processor(cfg, make_library(cfg), ControlState())
+    assert str(err.value.notice).startswith("models missing:") and "kiosk models fetch" in str(
+        err.value.notice
+    )
+    assert any(w.endswith("inswapper_128.onnx") for w in err.value.watch)

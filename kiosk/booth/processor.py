@@ -37,11 +37,13 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
     when one of the model files changes or after its back-off."""
     if not cfg.processing.enabled:
         return PassThrough()
-    if not cfg.faces.dir and not cfg.processing.source_face:
-        return PassThrough("no source faces — set faces.dir (a folder of photos) in the config")
+    # Missing models first: that is what a fresh install (and the demo) lacks, and the notice says
+    # which command fetches them; the build is retried as soon as the files appear.
     watch = booth_model_files(cfg)
     if missing_models(cfg, include_enhancer=False):  # the enhancer is optional here
         raise StageUnavailable(missing_models_notice(cfg, include_enhancer=False), watch)
+    if not cfg.faces.dir and not cfg.processing.source_face:
+        return PassThrough("no source faces — set faces.dir (a folder of photos) in the config")
     paths = model_paths(cfg)
     enhancer = paths["enhancer"]
     try:
