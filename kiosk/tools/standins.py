@@ -210,10 +210,12 @@ def make_swapper(path: Path, seed: int = 2, target_name: str = "target", emap_la
     return _save(graph, path)
 
 
-def make_enhancer(path: Path, seed: int = 3) -> Path:
+def _restorer(path: Path, size_px: int, seed: int, name: str) -> Path:
+    """A face-restorer contract (``input`` [1,3,S,S] in [-1,1] → ``output`` [1,3,S,S] in [-1,1]):
+    a near-identity 3x3 convolution and tanh."""
     rng = np.random.default_rng(seed)
-    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 512, 512])
-    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, 512, 512])
+    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size_px, size_px])
+    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size_px, size_px])
     w = np.zeros((3, 3, 3, 3), np.float32)
     for c in range(3):
         w[c, c, 1, 1] = 1.0
@@ -222,8 +224,13 @@ def make_enhancer(path: Path, seed: int = 3) -> Path:
         helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
         helper.make_node("Tanh", ["c"], ["output"]),
     ]
-    graph = helper.make_graph(nodes, "gfpgan_standin", [inp], [out], [_init("w", w)])
+    graph = helper.make_graph(nodes, name, [inp], [out], [_init("w", w)])
     return _save(graph, path)
+
+
+def make_enhancer(path: Path, seed: int = 3) -> Path:
+    """GFPGAN v1.4 contract at 512 px."""
+    return _restorer(path, 512, seed, "gfpgan_standin")
 
 
 def make_all(folder: Path) -> dict[str, Path]:
@@ -323,16 +330,4 @@ def make_identity_swapper(path: Path, seed: int = 2, batch: bool = False) -> Pat
 def make_gpen(path: Path, size_px: int = 256, seed: int = 4) -> Path:
     """GPEN-BFR contract: ``input`` [1,3,S,S] RGB in [-1,1] → ``output`` [1,3,S,S] in [-1,1]
     (a near-identity 3x3 convolution and tanh, like the GFPGAN stand-in)."""
-    rng = np.random.default_rng(seed)
-    inp = helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size_px, size_px])
-    out = helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, size_px, size_px])
-    w = np.zeros((3, 3, 3, 3), np.float32)
-    for c in range(3):
-        w[c, c, 1, 1] = 1.0
-    w += rng.normal(0, 0.01, w.shape).astype(np.float32)
-    nodes = [
-        helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
-        helper.make_node("Tanh", ["c"], ["output"]),
-    ]
-    graph = helper.make_graph(nodes, "gpen_standin", [inp], [out], [_init("w", w)])
-    return _save(graph, path)
+    return _restorer(path, size_px, seed, "gpen_standin")
