@@ -63,6 +63,13 @@ def _kiosk(cfg: Path, *args: str, env: dict[str, str] | None = None) -> subproce
     )
 
 
+def _reap(proc: subprocess.Popen[str]) -> None:
+    """Kill a kiosk the test left running (the test failed before it ended)."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
 def _kiosk_code_runs(pid: int) -> bool:
     """True once the process runs kiosk code: NumPy's C extension is mapped (`kiosk run` imports
     NumPy only after its first line, ``install_early()``; before that the interpreter is still
@@ -97,9 +104,7 @@ def test_sigterm_at_random_moments_of_start_up_exits_0_within_2_s(tmp_path):
             elapsed = time.perf_counter() - t0
             err = proc.stderr.read() if proc.stderr else ""
         finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+            _reap(proc)
         results.append((round(delay, 2), rc, round(elapsed, 2)))
         assert "terminate called" not in err and "Traceback" not in err, err[-2000:]
         assert rc == 0, (results, err[-2000:])
@@ -134,9 +139,7 @@ def test_sighup_reloads_the_config_at_once(tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
 
 
 def test_unwritable_stats_json_does_not_end_the_run(tmp_path):
@@ -148,9 +151,7 @@ def test_unwritable_stats_json_does_not_end_the_run(tmp_path):
         rc = proc.wait(timeout=60)
         err = proc.stderr.read() if proc.stderr else ""
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert rc == 0, err[-2000:]
     assert "Traceback" not in err
     assert target.is_dir() and not any(target.iterdir())
@@ -184,9 +185,7 @@ def test_nothing_is_written_under_home_but_the_kiosks_own_folders(tmp_path):
         rc = proc.wait(timeout=10)
         err = proc.stderr.read() if proc.stderr else ""
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        _reap(proc)
     assert rc == 0, err[-2000:]
     written = sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file())
     allowed = (".cache/faceswap-kiosk/", ".local/state/faceswap-kiosk/")
