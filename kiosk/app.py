@@ -26,8 +26,9 @@ from typing import Any
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
-from kiosk.booth.faces import FaceLibrary, make_library
+from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
 from kiosk.booth.reload import ConfigWatcher, ReloadEvent
+from kiosk.booth.session import BoothSession
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig
@@ -87,12 +88,10 @@ class KioskApp:
         self.signals = signals or SignalState()
         self.stop = self.signals.stop
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
-        self.library = make_library(cfg)
-        self._library_version: tuple[int, int] = (0, -1)  # (library serial, version) on screen
-        self._thumbs: list[Any] = []  # kiosk.render.booth_ui.FaceThumb, rebuilt when the library changes
-        self._t_last_face = time.monotonic()
-        self._detection_known = False
-        self.attract = False
+        #: The booth session (input, quit policy, attract mode, selection, thumbnails, warnings);
+        #: it holds the face library, the keyboard and the gamepad (see the properties below).
+        self._library = make_library(cfg)
+        self.session = BoothSession(cfg, self._library, self.controls)
         self.snapshots_written = 0
         self._custom_source = source_factory is not None
         self._custom_processor = processor_factory is not None
@@ -114,8 +113,6 @@ class KioskApp:
         self.render_rate = RateMeter()
         self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
         self.face_age_ms = LatencyRecorder()  # capture of the frame the swap used → display
-        self.keyboard = KeyboardInput(cfg.controls.keyboard)
-        self.gamepad: GamepadInput | None = None
         self.thread_restarts = 0
         #: Errors and rebuilds of inference threads that were abandoned or died (each thread counts its own).
         self._past_errors = 0
@@ -129,6 +126,38 @@ class KioskApp:
         self.abandoned_threads = 0  # inference threads given up on after a hung call
         self._t_unrecovered = 0.0  # perf_counter at which the unrecovered hang began; 0: healthy
         self._stats_write_failed = False
+
+    # -- the booth session's parts -------------------------------------------------------------
+    @property
+    def library(self) -> FaceLibrary:
+        """The face library (refreshed by the inference thread; read it through ``.snapshot``).
+        Replaced by a live reload of ``faces``; the booth session follows."""
+        return self._library
+
+    @library.setter
+    def library(self, library: FaceLibrary) -> None:
+        self._library = library
+        self.session.library = library
+
+    @property
+    def keyboard(self) -> KeyboardInput:
+        return self.session.keyboard
+
+    @keyboard.setter
+    def keyboard(self, keyboard: KeyboardInput) -> None:
+        self.session.keyboard = keyboard
+
+    @property
+    def gamepad(self) -> GamepadInput | None:
+        return self.session.gamepad
+
+    @gamepad.setter
+    def gamepad(self, gamepad: GamepadInput | None) -> None:
+        self.session.gamepad = gamepad
+
+    @property
+    def attract(self) -> bool:
+        return self.session.attract
 
     # -- threads ---------------------------------------------------------------------------
     @property
@@ -235,6 +264,7 @@ class KioskApp:
         status = f"{cap.description or self.cfg.source.kind} · {self.inference.processor_name}"
         debug: list[str] = []
         if self.controls.debug:
+            faces = self.library.snapshot
             p50 = self.latency_ms.percentile(50)
             p95 = self.latency_ms.percentile(95)
             proc_p50 = self.inference.process_ms.percentile(50)
@@ -254,9 +284,9 @@ class KioskApp:
                 + (f"p50 {p50:.1f} ms  p95 {p95:.1f} ms" if p50 is not None and p95 is not None else "-"),
                 self._face_age_line(),
                 f"stage    {self.inference.processor_name}  errors {self.processing_errors}",
-                f"faces    {len(self.library.entries)} loaded"
-                + (f", {len(self.library.problems)} skipped" if self.library.problems else "")
-                + (f"  selected: {self.selected_face_name()}" if self.library.entries else ""),
+                f"faces    {len(faces.entries)} loaded"
+                + (f", {len(faces.problems)} skipped" if faces.problems else "")
+                + (f"  selected: {self.selected_face_name(faces)}" if faces.entries else ""),
             ]
         return {
             "status": status if self.cfg.overlay.status_line else "",
@@ -291,6 +321,7 @@ class KioskApp:
         now = time.perf_counter()
         elapsed = now - self._t_start if self._t_start else 0.0
         provider, gpu_requested, gpu_fallback = self.inference.provider_info()
+        faces = self.library.snapshot
 
         def ms(v: float | None) -> float | None:
             return None if v is None else round(v, 2)
@@ -361,8 +392,8 @@ class KioskApp:
                 "unrecovered_s": round(now - self._t_unrecovered, 2) if self._t_unrecovered else 0.0,
             },
             "controls": {
-                "selected_face": self.selected_face_name(),
-                "selected_index": self.controls.selected_face,
+                "selected_face": self.selected_face_name(faces),
+                "selected_index": self.controls.selected_index(faces.keys) or 0,
                 "actions_applied": self.controls.actions_applied,
                 "last_action": self.controls.last_action,
                 "swap_enabled": self.controls.swap_enabled,
@@ -370,9 +401,9 @@ class KioskApp:
                 "debug": self.controls.debug,
             },
             "faces": {
-                "loaded": len(self.library.entries),
-                "names": [e.name for e in self.library.entries],
-                "problems": list(self.library.problems),
+                "loaded": len(faces.entries),
+                "names": [e.name for e in faces.entries],
+                "problems": list(faces.problems),
             },
             "attract": self.attract,
             "snapshots_written": self.snapshots_written,
@@ -397,33 +428,6 @@ class KioskApp:
     # -- main loop -------------------------------------------------------------------------
     def _install_signal_handlers(self) -> None:
         self.signals.install()
-
-    def _quit_allowed(self, key: str) -> bool:
-        allow = self.cfg.controls.allow_quit
-        if allow is not None:
-            return allow
-        # Booth (fullscreen): only a key combination bound to quit as such (CTRL+SHIFT+Q), not a
-        # plain key nor a plain binding pressed with a modifier; a window: any quit binding.
-        if not self.cfg.display.fullscreen:
-            return True
-        combos = {k.upper() for k in self.cfg.controls.keyboard.get("quit", []) if "+" in k}
-        return key.upper() in combos
-
-    def _handle_input(self, keys: list[str]) -> None:
-        actions = [(key, a) for key in keys for a in self.keyboard.actions([key])]
-        if self.gamepad is not None:
-            actions += [("", a) for a in self.gamepad.poll()]
-        entries = self.library.entries
-        for key, action in actions:
-            applied = self.controls.apply(
-                action, allow_quit=self._quit_allowed(key), snapshots_enabled=self.cfg.snapshots.enabled
-            )
-            if applied:
-                log.info("action %s", action)
-                if entries and (action in ("next_face", "prev_face") or action.startswith("pick_face_")):
-                    self.controls.selected_key = entries[self.controls.selected_face].key
-        if self.controls.quit_requested:
-            self.stop.set()
 
     # -- live reload -------------------------------------------------------------------------
     def _poll_config(self) -> None:
@@ -453,11 +457,9 @@ class KioskApp:
     def apply_config(self, new: KioskConfig) -> None:
         """Apply a validated config to the running kiosk, restarting only what changed."""
         old, self.cfg = self.cfg, new
-        self.keyboard = KeyboardInput(new.controls.keyboard)
+        self.session.reconfigure(new, old)  # key bindings, quit policy, UI texts, overlay.debug
         if self.gamepad is not None:
             self.gamepad = self._new_gamepad()
-        if new.overlay.debug != old.overlay.debug:
-            self.controls.debug = new.overlay.debug
         live_changed = (new.display.mode, new.display.live_track_px, new.display.live_max_age_s) != (
             old.display.mode,
             old.display.live_track_px,
@@ -521,57 +523,6 @@ class KioskApp:
             return None
 
     # -- booth state -------------------------------------------------------------------------
-    def _sync_library(self) -> None:
-        """Keep the selection on the same face when the library changes (photos added/removed)."""
-        lib = self.library
-        if (lib.serial, lib.version) == self._library_version:
-            return
-        self._library_version = (lib.serial, lib.version)
-        entries = lib.entries
-        c = self.controls
-        c.clamp(len(entries))
-        idx = lib.index_of(c.selected_key) if c.selected_key else None
-        if idx is None and entries:
-            idx = min(c.selected_face, len(entries) - 1)
-            c.selected_key = entries[idx].key
-        if idx is not None:
-            c.selected_face = idx
-        from kiosk.render.booth_ui import FaceThumb
-
-        self._thumbs = [FaceThumb(key=e.key, name=e.name, thumb_bgr=e.thumb_bgr) for e in entries]
-
-    def _update_attract(self, result: SwapResult | None, now: float) -> None:
-        if result is not None:
-            self._detection_known = result.faces_detected >= 0
-            if result.faces_detected > 0:
-                self._t_last_face = now
-        after = self.cfg.ui.attract_after_s
-        attract = bool(after) and self._detection_known and now - self._t_last_face > after
-        if attract != self.attract:
-            log.info("attract mode %s", "on" if attract else "off")
-            self.attract = attract
-
-    def booth_view(self, now: float) -> Any:
-        from kiosk.render.booth_ui import BoothView
-
-        ui = self.cfg.ui
-        n = len(self._thumbs)
-        return BoothView(
-            faces=self._thumbs,
-            selected=min(self.controls.selected_face, max(n - 1, 0)),
-            t_switched=self.controls.t_switched,
-            show_carousel=ui.carousel and not self.attract,
-            banner=ui.banner,
-            attract=self.attract,
-            attract_title=ui.attract_title,
-            attract_lines=list(ui.attract_lines),
-            attract_index=int(now / ui.attract_cycle_s) % n if n else 0,
-            swap_enabled=self.controls.swap_enabled,
-            warnings=[self._config_problem, *self.library.problems]
-            if self._config_problem
-            else list(self.library.problems),
-        )
-
     def _take_snapshot(self, surface: Any) -> None:
         self.controls.snapshot_requested = False
         from kiosk.booth.snapshots import save_snapshot
@@ -605,13 +556,14 @@ class KioskApp:
         return (
             f"{cap.description or self.cfg.source.kind} {cap.state}, render {self.render_rate.fps:.0f} fps, "
             f"process {self.inference.rate.fps_at():.0f} fps, {self.inference.processor_name}, "
-            f"{len(self.library.entries)} faces"
+            f"{len(self.library.snapshot.entries)} faces"
         )
 
-    def selected_face_name(self) -> str:
-        entries = self.library.entries
-        i = self.controls.selected_face
-        return entries[i].name if 0 <= i < len(entries) else ""
+    def selected_face_name(self, faces: LibrarySnapshot | None = None) -> str:
+        """The selected face's name in ``faces`` (default: the library now); "" without faces."""
+        faces = self.library.snapshot if faces is None else faces
+        i = self.controls.selected_index(faces.keys)
+        return faces.entries[i].name if i is not None else ""
 
     def _picture(self, renderer: Any, result: SwapResult | None) -> tuple[float, float | None] | None:
         """Upload the live frame (live mode); return (capture time of the new picture, capture time
@@ -656,7 +608,7 @@ class KioskApp:
         overlay = OverlayState()
         try:
             while not self.stop.is_set():
-                self._handle_input(surface.poll_events())
+                keys = surface.poll_events()
                 self._poll_config()
                 if self._display_changed:
                     self._display_changed = False
@@ -676,12 +628,12 @@ class KioskApp:
                 shown = self._picture(renderer, result)
                 now = time.perf_counter()
                 mono = time.monotonic()
-                self._sync_library()
-                self._update_attract(result, mono)
+                view = self.session.step(keys, result, mono, self._config_problem)
+                if view.quit_requested:
+                    self.stop.set()
                 overlay = OverlayState(**self.overlay_texts(now))
-                booth = self.booth_view(mono)
                 size = surface.begin_frame()
-                renderer.draw(size, overlay, booth=booth, now=mono)
+                renderer.draw(size, overlay, booth=view.booth, now=mono)
                 if self.controls.snapshot_requested:
                     self._take_snapshot(surface)
                 if self.opts.screenshot_every_s and now >= next_shot:
@@ -731,7 +683,8 @@ class KioskApp:
                         next_tick = time.perf_counter()
             if self.opts.screenshot is not None:
                 size = surface.begin_frame()
-                renderer.draw(size, overlay, booth=self.booth_view(time.monotonic()), now=time.monotonic())
+                final = self.session.view(time.monotonic(), self._config_problem)
+                renderer.draw(size, overlay, booth=final.booth, now=time.monotonic())
                 self._write_screenshot(surface)
         finally:
             notifier.stopping()

@@ -803,8 +803,8 @@ class SwapProcessor:
 
     Options: ``composite`` ``"cpu"`` pastes the crops into ``out.frame_bgr`` (``faces_pasted``
     True); ``"gpu"`` publishes the camera frame and the crops for the shader (``faces_pasted``
-    False). ``library`` + ``controls``: swap the face staff selected, refreshing the library every
-    ``rescan_s``; without them the source set on ``pipe`` is used. ``on_frame``: called with the
+    False). ``library`` + ``controls``: swap the face staff selected (``controls.selected_key``), refreshing
+    the library every ``rescan_s`` on the thread that calls :meth:`process` (its one writer); without them the source set on ``pipe`` is used. ``on_frame``: called with the
     pipeline after each successful frame (the bench records its stage times there).
 
     Error policy: this class catches nothing. A model call that raises propagates to the
@@ -840,6 +840,7 @@ class SwapProcessor:
         folder = str(getattr(library, "folder", "") or "faces.dir")
         self._no_faces = PassThrough(f"no usable face photos — add photos to {folder}")
         self._next_scan = time.monotonic() + rescan_s
+        self._claimed = False  # whether this processor's thread has claimed the library
 
     @property
     def result_lag(self) -> int:
@@ -856,21 +857,29 @@ class SwapProcessor:
         return self.pipe.set_source(face_bgr, key)
 
     def refresh_library(self) -> None:
+        """Refresh the library on the calling thread, its one writer (see
+        :class:`kiosk.booth.faces.FaceLibrary`): the first call claims the library for this
+        thread, so a fresh inference thread takes over from an abandoned one, which can never
+        publish again."""
         if self.library is not None:
+            if not self._claimed:
+                self.library.claim()
+                self._claimed = True
             self.library.refresh(self.pipe, self.model_digest)
         self._next_scan = time.monotonic() + self.rescan_s
 
     def _select(self) -> bool:
-        """Point the pipeline at the selected library face; False when the library is empty."""
+        """Point the pipeline at the selected library face; False when the library is empty.
+        The first call (on the inference thread, never the loader) does the first refresh."""
         if self.library is None:
             return True
-        if time.monotonic() >= self._next_scan:
+        if not self._claimed or time.monotonic() >= self._next_scan:
             self.refresh_library()
-        entries = self.library.entries
-        if not entries:
+        faces = self.library.snapshot  # once: the key is resolved against this snapshot
+        if not faces.entries:
             return False
-        key = self.controls.selected_key if self.controls is not None else None
-        entry = next((e for e in entries if e.key == key), entries[0])
+        key = self.controls.selected_key if self.controls is not None else ""
+        entry = faces.entry(key) or faces.entries[0]
         if self.pipe.source_key != entry.key:
             self.pipe.use_latent(entry.latent, entry.key)
         if self.controls is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from kiosk.app import KioskApp, RunOptions
+from kiosk.booth.session import SessionView
 from kiosk.config import parse_config
 from kiosk.types import SwapResult
 
@@ -18,43 +19,48 @@ def _result(faces: int) -> SwapResult:
     return SwapResult(frame_bgr=np.zeros((2, 2, 3), np.uint8), faces_detected=faces)
 
 
+def _step(app: KioskApp, result: SwapResult | None, now: float) -> SessionView:
+    return app.session.step([], result, now)
+
+
 def test_enter_after_timeout_and_leave_on_a_face():
     app = _app(10.0)
-    t0 = app._t_last_face
-    app._update_attract(_result(0), t0 + 5)
+    t0 = app.session.t_last_face
+    _step(app, _result(0), t0 + 5)
     assert not app.attract
-    app._update_attract(None, t0 + 9.9)  # no new frame: still counting
+    _step(app, None, t0 + 9.9)  # no new frame: still counting
     assert not app.attract
-    app._update_attract(_result(0), t0 + 10.5)
+    _step(app, _result(0), t0 + 10.5)
     assert app.attract
-    view = app.booth_view(t0 + 10.5)
+    view = _step(app, None, t0 + 10.5).booth
     assert view.attract and not view.show_carousel
-    app._update_attract(_result(1), t0 + 11)  # someone steps in
+    _step(app, _result(1), t0 + 11)  # someone steps in
     assert not app.attract
-    assert app.booth_view(t0 + 11).show_carousel
-    app._update_attract(_result(0), t0 + 20)
+    assert _step(app, None, t0 + 11).booth.show_carousel
+    _step(app, _result(0), t0 + 20)
     assert not app.attract  # the timer restarted at the last face
-    app._update_attract(_result(0), t0 + 21.1)
+    _step(app, _result(0), t0 + 21.1)
     assert app.attract
 
 
 def test_no_attract_without_detection_or_when_disabled():
     app = _app(1.0)
-    t0 = app._t_last_face
-    app._update_attract(_result(-1), t0 + 100)  # pass-through: nobody can tell
+    t0 = app.session.t_last_face
+    _step(app, _result(-1), t0 + 100)  # pass-through: nobody can tell
     assert not app.attract
     off = _app(0)
-    off._update_attract(_result(0), off._t_last_face + 1000)
+    _step(off, _result(0), off.session.t_last_face + 1000)
     assert not off.attract
 
 
 def test_attract_cycles_faces():
-    from kiosk.render.booth_ui import FaceThumb
+    from session_fixtures import FakeLibrary
+
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.session import BoothSession
 
     app = _app(1.0)
-    app._thumbs = [
-        FaceThumb(key=str(i), name=str(i), thumb_bgr=np.zeros((8, 8, 3), np.uint8)) for i in range(3)
-    ]
+    session = BoothSession(app.cfg, FakeLibrary(("0", "1", "2")), ControlState())
     cycle = app.cfg.ui.attract_cycle_s
-    indices = [app.booth_view(k * cycle + 0.1).attract_index for k in range(6)]
+    indices = [session.view(k * cycle + 0.1).booth.attract_index for k in range(6)]
     assert indices == [0, 1, 2, 0, 1, 2]

@@ -101,8 +101,8 @@ overlay: {{debug: false, status_line: false}}
 
     def inject() -> None:
         try:
-            seen["loaded"] = wait_for(lambda: len(app.library.entries) == 2, 60)
-            entries = {e.name: e.key for e in app.library.entries}
+            seen["loaded"] = wait_for(lambda: len(app.library.snapshot.entries) == 2, 60)
+            entries = {e.name: e.key for e in app.library.snapshot.entries}
             ann_cache = cache / f"{entries['ann']}.npz"
             seen["ann_cache_existed"] = ann_cache.is_file()
             stale = cache / f"{'ab' * 12}-{'cd' * 6}.npz"  # an entry whose photo is gone
@@ -115,11 +115,11 @@ overlay: {{debug: false, status_line: false}}
                 (faces / name).write_bytes(data)
             t0 = time.monotonic()
             seen["named"] = wait_for(
-                lambda: all(any(p.startswith(n) for p in app.booth_view(0).warnings) for n in bad), 60
+                lambda: all(any(p.startswith(n) for p in app.library.snapshot.problems) for n in bad), 60
             )
             seen["named_s"] = time.monotonic() - t0
-            seen["warnings"] = list(app.booth_view(0).warnings)
-            seen["names"] = [e.name for e in app.library.entries]
+            seen["warnings"] = list(app.library.snapshot.problems)
+            seen["names"] = [e.name for e in app.library.snapshot.entries]
             seen["stage"] = app.inference.processor_name
             with np.load(ann_cache) as z:  # rebuilt, readable
                 seen["ann_cache_latent"] = z["latent"].shape

@@ -11,28 +11,39 @@ from kiosk.booth.controls import (
     KeyboardInput,
 )
 
+KEYS = ("a", "b", "c")
 
-def _apply(state: ControlState, action: str, allow_quit: bool = False, snapshots: bool = False) -> bool:
-    return state.apply(action, allow_quit=allow_quit, snapshots_enabled=snapshots)
+
+def _apply(
+    state: ControlState,
+    action: str,
+    allow_quit: bool = False,
+    snapshots: bool = False,
+    keys: tuple[str, ...] = KEYS,
+) -> bool:
+    return state.apply(action, allow_quit=allow_quit, snapshots_enabled=snapshots, keys=keys)
 
 
 def test_next_prev_wrap_and_pick():
-    s = ControlState(face_count=3)
-    assert _apply(s, "next_face") and s.selected_face == 1
+    s = ControlState()
+    assert s.selected_index(KEYS) == 0  # nothing chosen yet: the first face
+    assert _apply(s, "next_face") and s.selected_key == "b"
     _apply(s, "next_face")
     _apply(s, "next_face")
-    assert s.selected_face == 0  # wrapped
+    assert s.selected_key == "a"  # wrapped
     _apply(s, "prev_face")
-    assert s.selected_face == 2
-    assert _apply(s, "pick_face_1") and s.selected_face == 0
+    assert s.selected_key == "c" and s.selected_index(KEYS) == 2
+    assert _apply(s, "pick_face_1") and s.selected_key == "a"
     assert not _apply(s, "pick_face_9")  # no 9th face
-    assert s.selected_face == 0
+    assert s.selected_key == "a"
     assert s.actions_applied == 5
 
 
 def test_toggles_and_refusals():
-    s = ControlState(face_count=0)
-    assert not _apply(s, "next_face")  # no faces loaded
+    s = ControlState()
+    assert not _apply(s, "next_face", keys=())  # no faces loaded
+    assert not _apply(s, "pick_face_1", keys=())
+    assert s.selected_index(()) is None
     assert _apply(s, "toggle_swap") and not s.swap_enabled
     assert _apply(s, "toggle_enhance") and s.enhance_enabled
     assert _apply(s, "toggle_debug") and s.debug
@@ -42,12 +53,14 @@ def test_toggles_and_refusals():
     assert _apply(s, "quit", allow_quit=True) and s.quit_requested
 
 
-def test_clamp_keeps_selection_valid():
-    s = ControlState(face_count=5, selected_face=4)
-    s.clamp(2)
-    assert s.selected_face == 1 and s.face_count == 2
-    s.clamp(0)
-    assert s.selected_face == 0
+def test_selection_is_the_key_resolved_against_the_keys_it_is_applied_to():
+    s = ControlState(selected_key="c")
+    assert s.selected_index(KEYS) == 2
+    assert s.selected_index(("c", "x")) == 0  # the same face at its new place
+    assert s.selected_index(("x", "y")) == 0  # the face is gone: the first one
+    assert _apply(s, "next_face", keys=("x", "y")) and s.selected_key == "y"  # from the first
+    assert _apply(s, "pick_face_2", keys=("p", "q", "r")) and s.selected_key == "q"
+    assert not _apply(s, "pick_face_3", keys=("p", "q")) and s.selected_key == "q"
 
 
 def test_keyboard_maps_defaults_and_combos():
@@ -171,5 +184,6 @@ def _app(fullscreen: bool, allow_quit: str = "null"):
 )
 def test_quit_policy(fullscreen, allow_quit, key, quits):
     app = _app(fullscreen, allow_quit)
-    app._handle_input([key])
-    assert app.stop.is_set() is quits
+    view = app.session.step([key], None, 0.0)
+    assert view.quit_requested is quits
+    assert (view.actions == ("quit",)) is quits

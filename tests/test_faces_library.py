@@ -71,15 +71,15 @@ def test_library_loads_good_photos_and_skips_bad_ones(tmp_path, pipe, face_crops
     lib = FaceLibrary(folder, tmp_path / "cache", thumb_px=96)
     spy = Spy(pipe)
     assert lib.refresh(spy, "models-1")
-    assert [e.name for e in lib.entries] == ["alice", "bob"]
-    for e in lib.entries:
+    assert [e.name for e in lib.snapshot.entries] == ["alice", "bob"]
+    for e in lib.snapshot.entries:
         assert e.latent.shape[-1] == 512 and abs(float(np.linalg.norm(e.latent)) - 1) < 1e-4
         assert e.thumb_bgr.shape == (96, 96, 3) and e.thumb_bgr.dtype == np.uint8
-    problems = "\n".join(lib.problems)
+    problems = "\n".join(lib.snapshot.problems)
     assert "empty.png: no face found" in problems
     assert "broken.jpg: not a readable image" in problems
     assert "group.jpg: 6 faces of similar size" in problems
-    assert len(lib.problems) == 3
+    assert len(lib.snapshot.problems) == 3
 
 
 def test_cache_hit_and_stale_cache(tmp_path, pipe, face_crops):
@@ -96,14 +96,14 @@ def test_cache_hit_and_stale_cache(tmp_path, pipe, face_crops):
     spy2 = Spy(pipe)
     second.refresh(spy2, "models-1")
     assert spy2.analyzed == 0
-    assert np.array_equal(second.entries[0].latent, first.entries[0].latent)
-    assert np.array_equal(second.entries[0].thumb_bgr, first.entries[0].thumb_bgr)
+    assert np.array_equal(second.snapshot.entries[0].latent, first.snapshot.entries[0].latent)
+    assert np.array_equal(second.snapshot.entries[0].thumb_bgr, first.snapshot.entries[0].thumb_bgr)
     # the photo changes: its cache entry is stale and the face is analysed again
     _write(photo, face_crops[3])
     _bump_mtime(photo)
     second.refresh(spy2, "models-1")
     assert spy2.analyzed == 1
-    assert second.entries[0].key != first.entries[0].key
+    assert second.snapshot.entries[0].key != first.snapshot.entries[0].key
     # the models change: every entry is rebuilt
     third = FaceLibrary(folder, cache)
     spy3 = Spy(pipe)
@@ -122,7 +122,7 @@ def test_corrupt_cache_file_is_rebuilt(tmp_path, pipe, face_crops):
     lib = FaceLibrary(folder, cache)
     spy = Spy(pipe)
     lib.refresh(spy, "m")
-    assert spy.analyzed == 1 and len(lib.entries) == 1
+    assert spy.analyzed == 1 and len(lib.snapshot.entries) == 1
 
 
 def test_hot_add_change_remove_without_restart(tmp_path, pipe, face_crops):
@@ -132,14 +132,14 @@ def test_hot_add_change_remove_without_restart(tmp_path, pipe, face_crops):
     lib = FaceLibrary(folder, tmp_path / "cache")
     spy = Spy(pipe)
     lib.refresh(spy, "m")
-    v = lib.version
+    v = lib.snapshot.version
     assert not lib.refresh(spy, "m") and spy.analyzed == 1  # nothing changed: only stat calls
     _write(folder / "b.jpg", face_crops[1])
     assert lib.refresh(spy, "m")
-    assert [e.name for e in lib.entries] == ["a", "b"] and lib.version > v
+    assert [e.name for e in lib.snapshot.entries] == ["a", "b"] and lib.snapshot.version > v
     (folder / "a.jpg").unlink()
     assert lib.refresh(spy, "m")
-    assert [e.name for e in lib.entries] == ["b"]
+    assert [e.name for e in lib.snapshot.entries] == ["b"]
 
 
 def test_names_and_order_from_faces_yaml(tmp_path, pipe, face_crops):
@@ -150,22 +150,22 @@ def test_names_and_order_from_faces_yaml(tmp_path, pipe, face_crops):
     (folder / "faces.yaml").write_text("- {file: z.jpg, name: Zelda}\n- {file: x.jpg}\n")
     lib = FaceLibrary(folder, tmp_path / "cache")
     lib.refresh(Spy(pipe), "m")
-    assert [e.name for e in lib.entries] == ["Zelda", "x", "y"]
+    assert [e.name for e in lib.snapshot.entries] == ["Zelda", "x", "y"]
     (folder / "faces.yaml").write_text("z.jpg: Zed\ny.jpg: Yann\n")
     _bump_mtime(folder / "faces.yaml")
     assert lib.refresh(Spy(pipe), "m")
-    assert [e.name for e in lib.entries] == ["Zed", "Yann", "x"]
+    assert [e.name for e in lib.snapshot.entries] == ["Zed", "Yann", "x"]
     (folder / "faces.yaml").write_text("[unclosed\n")
     _bump_mtime(folder / "faces.yaml")
     lib.refresh(Spy(pipe), "m")
-    assert any("faces.yaml: cannot read" in p for p in lib.problems)
-    assert len(lib.entries) == 3  # the photos still work
+    assert any("faces.yaml: cannot read" in p for p in lib.snapshot.problems)
+    assert len(lib.snapshot.entries) == 3  # the photos still work
 
 
 def test_missing_folder_is_a_problem_not_a_crash(tmp_path, pipe):
     lib = FaceLibrary(tmp_path / "nope", tmp_path / "cache")
     lib.refresh(Spy(pipe), "m")
-    assert lib.entries == () and "faces folder not found" in lib.problems[0]
+    assert lib.snapshot.entries == () and "faces folder not found" in lib.snapshot.problems[0]
 
 
 def test_model_digests_hash_once(tmp_path):

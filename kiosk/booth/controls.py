@@ -1,7 +1,10 @@
 """Staff controls: actions, keyboard and gamepad bindings, and the small shared state.
 
-The main thread owns :class:`ControlState` and is its only writer (it applies actions); the
-inference thread only reads its plain attributes. Gamepads are polled through a
+The main thread owns :class:`ControlState` and is its only writer (the booth session,
+:mod:`kiosk.booth.session`, applies actions); the inference thread only reads its plain
+attributes. The selection is one value, the selected face's library key
+(:attr:`ControlState.selected_key`), resolved against the library snapshot it is applied to
+(:meth:`ControlState.selected_index`): there is no index to go stale when the folder changes. Gamepads are polled through a
 :class:`GamepadProvider` (glfw's gamepad API in the kiosk, a fake one in tests) with edge
 detection, debounce, hold-to-repeat and hot-plug.
 """
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -23,10 +26,9 @@ log = logging.getLogger(__name__)
 class ControlState:
     """What staff chose. Written by the main thread only; read by the inference thread."""
 
-    selected_face: int = 0
-    #: Library key of the selected face (what the inference thread swaps in); "" = the first.
+    #: Library key of the selected face: the selection's one value (what the inference thread
+    #: swaps in). "" or a key the library no longer has: the first face.
     selected_key: str = ""
-    face_count: int = 0
     swap_enabled: bool = True
     enhance_enabled: bool = False
     debug: bool = False
@@ -38,20 +40,42 @@ class ControlState:
     t_switched: float = 0.0
     history: list[str] = field(default_factory=list)
 
-    def apply(self, action: str, *, allow_quit: bool, snapshots_enabled: bool) -> bool:
-        """Apply one action; returns False when it was refused (e.g. quit in booth mode)."""
+    def selected_index(self, keys: Sequence[str]) -> int | None:
+        """Where the selection is among ``keys`` (a library snapshot's keys, in carousel order):
+        the selected key's index, the first face when the key is not among them, None when there
+        are no faces."""
+        if not keys:
+            return None
+        try:
+            return list(keys).index(self.selected_key)
+        except ValueError:
+            return 0
+
+    def apply(
+        self,
+        action: str,
+        *,
+        allow_quit: bool,
+        snapshots_enabled: bool,
+        keys: Sequence[str] = (),
+        now: float | None = None,
+    ) -> bool:
+        """Apply one action; returns False when it was refused (e.g. quit in booth mode). Face
+        actions are resolved against ``keys``, the keys of the library snapshot they apply to;
+        ``now`` (monotonic seconds) stamps a face switch."""
         if action in ("next_face", "prev_face"):
-            if self.face_count == 0:
+            i = self.selected_index(keys)
+            if i is None:
                 return False
             step = 1 if action == "next_face" else -1
-            self.selected_face = (self.selected_face + step) % self.face_count
-            self.t_switched = time.monotonic()
+            self.selected_key = keys[(i + step) % len(keys)]
+            self.t_switched = time.monotonic() if now is None else now
         elif action.startswith("pick_face_"):
             n = int(action.rsplit("_", 1)[1]) - 1
-            if not 0 <= n < self.face_count:
+            if not 0 <= n < len(keys):
                 return False
-            self.selected_face = n
-            self.t_switched = time.monotonic()
+            self.selected_key = keys[n]
+            self.t_switched = time.monotonic() if now is None else now
         elif action == "toggle_swap":
             self.swap_enabled = not self.swap_enabled
         elif action == "toggle_enhance":
@@ -73,14 +97,6 @@ class ControlState:
         self.last_action = action
         self.history = (self.history + [action])[-20:]
         return True
-
-    def clamp(self, face_count: int) -> None:
-        """Keep the selection valid when the face library changes size."""
-        self.face_count = face_count
-        if face_count == 0:
-            self.selected_face = 0
-        elif self.selected_face >= face_count:
-            self.selected_face = face_count - 1
 
 
 def invert_bindings(bindings: Mapping[str, Iterable[str]]) -> dict[str, str]:

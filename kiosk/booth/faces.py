@@ -10,9 +10,15 @@ thumbnail, cached on disk, and kept in step with the folder while the kiosk runs
 * Cache entries are keyed by the photo's SHA-256 and a digest of the models the latent depends
   on (embedder and swapper), written atomically, and ignored when stale. A corrupt entry is deleted
   and recomputed; entries of photos no longer in the library are pruned.
-* :meth:`FaceLibrary.refresh` runs on the inference thread (it needs the models); it costs one
-  ``stat`` per photo when nothing changed. The main thread only reads :attr:`entries`, an
-  immutable tuple replaced as a whole.
+* One writer: :meth:`FaceLibrary.refresh` runs on one thread only, the inference thread (it needs
+  the models); it costs one ``stat`` per photo when nothing changed. The first refresh makes the
+  calling thread the writer; a refresh from any other thread raises :class:`LibraryWriterError`.
+  A fresh inference thread that takes over from an abandoned one calls :meth:`FaceLibrary.claim`;
+  from then on the abandoned thread can never publish again, not even a refresh it was in the
+  middle of (the claim is checked when the result is published, under the library's lock).
+* Readers (the render loop, the booth session, the inference thread itself) take
+  :attr:`FaceLibrary.snapshot` once: a frozen :class:`LibrarySnapshot` (version, entries,
+  problems) replaced as a whole, never changed in place.
 """
 
 from __future__ import annotations
@@ -119,6 +125,40 @@ class FaceEntry:
     path: Path
     latent: NDArray[np.float32]
     thumb_bgr: FrameBGR
+
+
+@dataclass(frozen=True)
+class LibrarySnapshot:
+    """The face library as it was at one moment: published whole, never changed in place."""
+
+    serial: int  # which library (a config reload makes a new one)
+    version: int = 0  # bumped whenever entries or problems change; 0: never refreshed
+    entries: tuple[FaceEntry, ...] = ()
+    problems: tuple[str, ...] = ()
+
+    @property
+    def stamp(self) -> tuple[int, int]:
+        """(serial, version): equal stamps mean the same snapshot."""
+        return (self.serial, self.version)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(e.key for e in self.entries)
+
+    def index_of(self, key: str) -> int | None:
+        for i, e in enumerate(self.entries):
+            if e.key == key:
+                return i
+        return None
+
+    def entry(self, key: str) -> FaceEntry | None:
+        """The entry with ``key``, or None when this snapshot has no such face."""
+        i = self.index_of(key)
+        return None if i is None else self.entries[i]
+
+
+class LibraryWriterError(RuntimeError):
+    """A refresh from a thread that is not the library's writer: refused, nothing is published."""
 
 
 @dataclass(frozen=True)
@@ -238,14 +278,48 @@ class FaceLibrary:
         self.extra_photos = tuple(extra_photos)
         self.thumb_px = thumb_px
         self.similar_size_ratio = similar_size_ratio
-        self.entries: tuple[FaceEntry, ...] = ()
-        self.problems: tuple[str, ...] = ()
-        self.version = 0  # bumped whenever entries or problems change
         self.serial = next(_SERIALS)  # tells one library from its replacement after a config reload
+        #: The one atomic reference every reader takes (see :class:`LibrarySnapshot`).
+        self._snapshot = LibrarySnapshot(self.serial)
+        #: Guards the writer claim and the publication (a claim never interleaves a publish).
+        self._lock = threading.Lock()
+        self._writer: threading.Thread | None = None
+        # The writer's scan state: replaced, with the snapshot, only by a refresh of the writer.
         self._scanned: dict[Path, _Scanned] = {}
         self._names_stamp: tuple[int, int] | None = None
         self._names: tuple[dict[str, str], list[str], str] = ({}, [], "")
         self._model_digest = ""
+
+    # -- the snapshot and its one writer ---------------------------------------------------------
+    @property
+    def snapshot(self) -> LibrarySnapshot:
+        """The library now; take it once and work on it (it never changes under the reader)."""
+        return self._snapshot
+
+    @property
+    def writer(self) -> threading.Thread | None:
+        """The thread that refreshes this library (None until the first refresh or claim)."""
+        return self._writer
+
+    def claim(self) -> None:
+        """Make the calling thread the library's only writer (a fresh inference thread taking over
+        from an abandoned one). The previous writer's refreshes are refused from now on, including
+        one it is in the middle of."""
+        me = threading.current_thread()
+        with self._lock:
+            prev, self._writer = self._writer, me
+        if prev is not None and prev is not me:
+            log.info("face library: %s takes over refreshing from %s", me.name, prev.name)
+
+    def _check_writer(self, me: threading.Thread) -> None:
+        """Called with the lock held: the first refresh claims the library, any other thread is refused."""
+        if self._writer is None:
+            self._writer = me
+        elif self._writer is not me:
+            raise LibraryWriterError(
+                f"face library refresh refused on thread {me.name!r}: "
+                f"{self._writer.name!r} is its writer (one writer per library)"
+            )
 
     # -- scanning ------------------------------------------------------------------------------
     def photos(self) -> list[Path]:
@@ -261,10 +335,15 @@ class FaceLibrary:
         return found
 
     def refresh(self, analyzer: FaceAnalyzer, model_digest: str) -> bool:
-        """Bring the entries in step with the folder. Returns True if anything visible changed."""
-        if model_digest != self._model_digest:
-            self._model_digest = model_digest
-            self._scanned.clear()
+        """Bring the snapshot in step with the folder. Returns True if anything visible changed.
+
+        Only the writer thread may call this (the first caller becomes it); the work is done on
+        locals and published at the end in one step, after checking again that the caller is still
+        the writer. Raises :class:`LibraryWriterError` otherwise (nothing is published then)."""
+        me = threading.current_thread()
+        with self._lock:
+            self._check_writer(me)
+        scanned = {} if model_digest != self._model_digest else self._scanned
         problems: list[str] = []
         if self.folder is not None and not self.folder.is_dir():
             problems.append(f"{self.folder}: faces folder not found (create it or fix faces.dir)")
@@ -275,22 +354,24 @@ class FaceLibrary:
             except OSError:
                 continue
             stamp = (st.st_mtime_ns, st.st_size)
-            prev = self._scanned.get(path)
+            prev = scanned.get(path)
             seen[path] = (
-                prev if prev is not None and prev.stamp == stamp else self._scan_safely(path, stamp, analyzer)
+                prev
+                if prev is not None and prev.stamp == stamp
+                else self._scan_safely(path, stamp, analyzer, model_digest)
             )
-        for path in set(self._scanned) - set(seen):
+        for path in set(scanned) - set(seen):
             log.info("face photo removed: %s", path.name)
-        names, order, names_problem = self._read_names()
+        names_stamp, (names, order, names_problem) = self._read_names()
         if names_problem:
             problems.append(names_problem)
         entries = []
-        for path, scanned in seen.items():
-            if scanned.entry is None:
-                problems.append(scanned.problem)
+        for path, found in seen.items():
+            if found.entry is None:
+                problems.append(found.problem)
                 continue
             name = names.get(path.name, path.stem)
-            entry = scanned.entry
+            entry = found.entry
             if entry.name != name:
                 entry = FaceEntry(entry.key, name, entry.path, entry.latent, entry.thumb_bgr)
             entries.append(entry)
@@ -304,34 +385,40 @@ class FaceLibrary:
                 e.path.name,
             )
         )
-        self._scanned = seen
         new_entries, new_problems = tuple(entries), tuple(sorted(problems))
-        changed = [e.key + e.name for e in new_entries] != [e.key + e.name for e in self.entries] or (
-            new_problems != self.problems
-        )
+        with self._lock:
+            self._check_writer(me)  # a fresh thread may have claimed the library meanwhile
+            old = self._snapshot
+            changed = [e.key + e.name for e in new_entries] != [e.key + e.name for e in old.entries] or (
+                new_problems != old.problems
+            )
+            self._scanned, self._model_digest = seen, model_digest
+            self._names_stamp, self._names = names_stamp, (names, order, names_problem)
+            if changed:
+                self._snapshot = LibrarySnapshot(self.serial, old.version + 1, new_entries, new_problems)
         if changed:
-            self.entries, self.problems = new_entries, new_problems
-            self.version += 1
-            self._prune_cache()
+            self._prune_cache(new_entries)
         return changed
 
-    def _read_names(self) -> tuple[dict[str, str], list[str], str]:
+    def _read_names(self) -> tuple[tuple[int, int] | None, tuple[dict[str, str], list[str], str]]:
+        """(stamp of faces.yaml, what it says); re-read only when the stamp changed."""
         if self.folder is None:
-            return {}, [], ""
+            return None, ({}, [], "")
         try:
             st = (self.folder / NAMES_FILE).stat()
             stamp: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
         except OSError:
             stamp = None
-        if stamp != self._names_stamp:
-            self._names_stamp = stamp
-            self._names = read_names(self.folder)
-        return self._names
+        if stamp == self._names_stamp:
+            return stamp, self._names
+        return stamp, read_names(self.folder)
 
-    def _scan_safely(self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer) -> _Scanned:
+    def _scan_safely(
+        self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer, model_digest: str
+    ) -> _Scanned:
         """:meth:`_scan`, with anything it raises turned into a problem naming the photo."""
         try:
-            return self._scan(path, stamp, analyzer)
+            return self._scan(path, stamp, analyzer, model_digest)
         except PhotoError as exc:
             return self._skip(path, stamp, f"{path.name}: {exc}")
         except Exception as exc:
@@ -340,7 +427,9 @@ class FaceLibrary:
                 path, stamp, f"{path.name}: cannot be used ({type(exc).__name__}: {first}); replace the photo"
             )
 
-    def _scan(self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer) -> _Scanned:
+    def _scan(
+        self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer, model_digest: str
+    ) -> _Scanned:
         if stamp[1] > MAX_PHOTO_BYTES:
             raise PhotoError(f"{stamp[1] >> 20} MB is too large for a face photo; use a JPEG under 20 MB")
         try:
@@ -351,7 +440,7 @@ class FaceLibrary:
         if len(data) > MAX_PHOTO_BYTES:
             raise PhotoError("grew too large while being read; use a JPEG under 20 MB")
         digest = hashlib.sha256(data).hexdigest()
-        key = f"{digest[:24]}-{self._model_digest[:12]}"
+        key = f"{digest[:24]}-{model_digest[:12]}"
         cache_file = self.cache_dir / f"{key}.npz"
         cached = self._load_cache(cache_file)
         if cached is not None:
@@ -404,9 +493,9 @@ class FaceLibrary:
                 path.unlink(missing_ok=True)
             return None
 
-    def _prune_cache(self) -> None:
+    def _prune_cache(self, entries: Sequence[FaceEntry]) -> None:
         """Delete cache entries of photos that are no longer in the library (and stale temp files)."""
-        keep = {f"{e.key}.npz" for e in self.entries}
+        keep = {f"{e.key}.npz" for e in entries}
         try:
             names = os.listdir(self.cache_dir)
         except OSError:
@@ -429,12 +518,6 @@ class FaceLibrary:
             atomic_write(path, buf.getvalue())
         except OSError as exc:  # a read-only cache only costs start-up time
             log.warning("face cache not written (%s): %s", path.parent, exc)
-
-    def index_of(self, key: str) -> int | None:
-        for i, e in enumerate(self.entries):
-            if e.key == key:
-                return i
-        return None
 
 
 def make_library(cfg: KioskConfig) -> FaceLibrary:

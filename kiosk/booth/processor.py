@@ -29,7 +29,8 @@ def booth_model_files(cfg: KioskConfig) -> tuple[str, ...]:
 
 def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: ControlState) -> Processor:
     """The booth's processing stage: a :class:`~kiosk.pipeline.SwapProcessor` swapping the face staff
-    selected (``controls.selected_key``), refreshing the library every ``faces.rescan_s``.
+    selected (``controls.selected_key``), refreshing the library every ``faces.rescan_s`` on the
+    inference thread (the library's one writer; the first refresh is its first call).
 
     A pass-through when the config asks for none (processing off, no source faces).
     :class:`~kiosk.processing.StageUnavailable` when a model file is missing or corrupt: the
@@ -65,6 +66,7 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
         rescan_s=cfg.faces.rescan_s,
         model_digest=digest,
     )
-    processor.refresh_library()
-    log.info("face swap ready: %s, %d faces", processor.name, len(library.entries))
+    # No refresh here (this runs on the loader thread): the library has one writer, the inference
+    # thread, whose first call of the processor loads the faces.
+    log.info("face swap ready: %s; faces load on its first frame", processor.name)
     return processor

@@ -21,7 +21,8 @@ position, and tile places, sizes and emphasis all follow from it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,7 +37,7 @@ TILE_FRACTION = 0.105
 GAP_FRACTION = 0.26
 
 
-@dataclass
+@dataclass(frozen=True)
 class FaceThumb:
     """One face of the library as the booth shows it."""
 
@@ -49,11 +50,12 @@ class FaceThumb:
     thumb_bgr: NDArray[np.uint8]
 
 
-@dataclass
+@dataclass(frozen=True)
 class BoothView:
-    """The booth UI state for one frame (the render loop builds it from ControlState and config)."""
+    """The booth UI state for one frame, frozen (the booth session, :mod:`kiosk.booth.session`,
+    builds one per frame from its controls, library snapshot and config)."""
 
-    faces: list[FaceThumb]
+    faces: Sequence[FaceThumb]
     selected: int
     #: time.monotonic() of the last face switch; drives the carousel transition.
     t_switched: float
@@ -63,13 +65,13 @@ class BoothView:
     #: Attract screen: the picture darkened, big instructions, the faces cycling.
     attract: bool = False
     attract_title: str = "Step in front of the camera"
-    attract_lines: list[str] = field(default_factory=list)
+    attract_lines: Sequence[str] = ()
     #: Which face the attract screen shows now (the caller cycles it; taken modulo len(faces)).
     attract_index: int = 0
     #: When False a small "swap off" badge is shown.
     swap_enabled: bool = True
     #: Staff view: face library problems, config errors; drawn in the debug block when it is on.
-    warnings: list[str] = field(default_factory=list)
+    warnings: Sequence[str] = ()
 
 
 # -- time ------------------------------------------------------------------------------------------

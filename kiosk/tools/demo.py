@@ -128,8 +128,8 @@ def render_views(surface: OffscreenSurface, display: DisplayOptions, out: Path) 
         moving = BoothView(faces, selected=2, t_switched=t0, banner=BANNER)
         shot("carousel_moving", moving, t0 + TRANSITION_S * 0.3)
         shot("carousel", moving, t0 + TRANSITION_S * 2)
-        many = BoothView(demo_faces(10) * 2, selected=7, t_switched=0.0, banner=BANNER)
-        many.faces = [FaceThumb(f"{f.key}/{i}", f.name, f.thumb_bgr) for i, f in enumerate(many.faces)]
+        ring = [FaceThumb(f"{f.key}/{i}", f.name, f.thumb_bgr) for i, f in enumerate(demo_faces(10) * 2)]
+        many = BoothView(ring, selected=7, t_switched=0.0, banner=BANNER)
         shot("carousel_scroll", many, t0 + 20)
         attract = BoothView(
             faces,
