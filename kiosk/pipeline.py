@@ -862,10 +862,14 @@ class SwapProcessor:
         thread, so a fresh inference thread takes over from an abandoned one, which can never
         publish again."""
         if self.library is not None:
-            if not self._claimed:
+            first = not self._claimed
+            if first:
                 self.library.claim()
                 self._claimed = True
             self.library.refresh(self.pipe, self.model_digest)
+            if first:
+                faces = self.library.snapshot
+                log.info("faces loaded: %d (%d skipped)", len(faces.entries), len(faces.problems))
         self._next_scan = time.monotonic() + self.rescan_s
 
     def _select(self) -> bool:

@@ -75,7 +75,7 @@ def test_keys_switch_faces_and_toggle_swap_and_debug(tmp_path, xvfb_display):
         assert proc.stderr is not None
         for line in proc.stderr:
             log.append(line)
-            if "face swap ready" in line:
+            if "faces loaded" in line:  # the inference thread's first refresh of the library
                 ready.set()
 
     threading.Thread(target=pump, daemon=True).start()
