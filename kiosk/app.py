@@ -9,6 +9,10 @@ if there is one, redraws at the display rate, and shows why when frames stop com
 each result's crops to the capture thread (TripleBuffer[AnchorSlot]), whose keypoint tracker
 carries them onto every new camera frame, published to the render loop (TripleBuffer[LiveFrame]).
 The picture then is the newest camera frame; processed results only supply notices and counters.
+
+What staff and visitors do with the booth (input, quit policy, attract mode, selection, thumbnails)
+is the booth session's (:mod:`kiosk.booth.session`): the loop calls it once per frame and draws the
+frozen view it returns. This module keeps the wiring, start/stop and supervision.
 """
 
 from __future__ import annotations
@@ -88,9 +92,9 @@ class KioskApp:
         self.signals = signals or SignalState()
         self.stop = self.signals.stop
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
-        #: The booth session (input, quit policy, attract mode, selection, thumbnails, warnings);
-        #: it holds the face library, the keyboard and the gamepad (see the properties below).
-        self._library = make_library(cfg)
+        self._library = make_library(cfg)  # refreshed by the inference thread only
+        #: The booth session (input, quit policy, attract mode, selection, thumbnails, warnings):
+        #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
         self.snapshots_written = 0
         self._custom_source = source_factory is not None
@@ -206,6 +210,7 @@ class KioskApp:
                 hung,
             )
             inf.abandon()
+            self.library.revoke(inf)  # it may be inside a library refresh: never publish it
             self.abandoned_threads += 1
             self._retire(inf)
             self.result_buf = TripleBuffer(new_swap_result)

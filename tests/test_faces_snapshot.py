@@ -205,3 +205,40 @@ def test_the_booth_stage_loads_faces_on_the_inference_thread_not_the_loader(
         first.refresh_library()  # the abandoned stage can never publish again
     first.close()
     second.close()
+
+
+def test_a_revoked_writer_is_refused_before_anyone_claims(tmp_path):
+    """The supervisor revokes the hung thread at once; the fresh inference thread may need seconds to
+    load its models before it claims the library. A hung refresh that returns in between is refused
+    too, and the next thread to refresh becomes the writer."""
+    lib = _library(tmp_path)
+    gate = threading.Event()
+    hung = FakeAnalyzer(gate)
+    outcome: list[object] = []
+
+    def writer() -> None:
+        lib.refresh(FakeAnalyzer(), "m")
+        _photo(lib.folder, "cat", 200)  # type: ignore[arg-type]
+        for analyzer in (hung, FakeAnalyzer()):
+            try:
+                outcome.append(lib.refresh(analyzer, "m"))
+            except LibraryWriterError as exc:
+                outcome.append(exc)
+        try:
+            lib.claim()
+        except LibraryWriterError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=writer, name="inference-1")
+    t.start()
+    assert hung.entered.wait(30)
+    before = lib.snapshot
+    lib.revoke(t)
+    assert lib.writer is None
+    gate.set()
+    t.join(30)
+    assert len(outcome) == 3 and all(isinstance(o, LibraryWriterError) for o in outcome), outcome
+    assert "abandoned" in str(outcome[0])
+    assert lib.snapshot is before and lib.writer is None  # nothing published, nobody writes
+    assert _in_thread(lambda: lib.refresh(FakeAnalyzer(), "m")) is True  # the fresh thread
+    assert [e.name for e in lib.snapshot.entries] == ["ann", "ben", "cat"]

@@ -216,6 +216,7 @@ def test_hung_call_is_abandoned_and_a_fresh_thread_takes_over(tmp_path, faults, 
         deadline = time.perf_counter() + 10
         while getattr(app.inference, "ok_calls", 99) < 5 and time.perf_counter() < deadline:
             time.sleep(0.05)  # past the first calls, which get load_stall_s
+        marks["first"] = app.inference
         faults.hang_next = 1  # one swapper call never returns
         deadline = time.perf_counter() + 10
         while not faults.t_hang and time.perf_counter() < deadline:
@@ -224,6 +225,7 @@ def test_hung_call_is_abandoned_and_a_fresh_thread_takes_over(tmp_path, faults, 
         while screen.first_live_on_after(faults.t_hang + 0.2) is None and time.perf_counter() < deadline:
             time.sleep(0.05)
         marks["stats"] = app.stats()["processing"]
+        marks["fresh"], marks["writer"] = app.inference, app.library.writer
 
     _, rc = _run(cfg, scenario, counting=True)
     assert rc == 0
@@ -232,6 +234,8 @@ def test_hung_call_is_abandoned_and_a_fresh_thread_takes_over(tmp_path, faults, 
     assert back is not None, f"the screen stayed frozen on the hung call's last frame: {marks}"
     print(f"\nlive swap back {back - faults.t_hang:.2f} s after the call hung (stall_s 0.5)")
     assert back - faults.t_hang < 0.5 + 3.0
+    # the face library's one writer moved to the fresh inference thread with the stage
+    assert marks["fresh"] is not marks["first"] and marks["writer"] is marks["fresh"]
 
 
 def test_unrecoverable_hang_stops_the_watchdog_and_exits_non_zero(tmp_path):

@@ -14,8 +14,9 @@ thumbnail, cached on disk, and kept in step with the folder while the kiosk runs
   the models); it costs one ``stat`` per photo when nothing changed. The first refresh makes the
   calling thread the writer; a refresh from any other thread raises :class:`LibraryWriterError`.
   A fresh inference thread that takes over from an abandoned one calls :meth:`FaceLibrary.claim`;
-  from then on the abandoned thread can never publish again, not even a refresh it was in the
-  middle of (the claim is checked when the result is published, under the library's lock).
+  the supervisor also calls :meth:`FaceLibrary.revoke` on the abandoned thread when it gives up on
+  it. From then on the abandoned thread can never publish again, not even a refresh it was in the
+  middle of (the writer is checked when the result is published, under the library's lock).
 * Readers (the render loop, the booth session, the inference thread itself) take
   :attr:`FaceLibrary.snapshot` once: a frozen :class:`LibrarySnapshot` (version, entries,
   problems) replaced as a whole, never changed in place.
@@ -35,6 +36,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -284,6 +286,7 @@ class FaceLibrary:
         #: Guards the writer claim and the publication (a claim never interleaves a publish).
         self._lock = threading.Lock()
         self._writer: threading.Thread | None = None
+        self._revoked: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # abandoned writers
         # The writer's scan state: replaced, with the snapshot, only by a refresh of the writer.
         self._scanned: dict[Path, _Scanned] = {}
         self._names_stamp: tuple[int, int] | None = None
@@ -307,12 +310,28 @@ class FaceLibrary:
         one it is in the middle of."""
         me = threading.current_thread()
         with self._lock:
+            self._refuse_revoked(me)
             prev, self._writer = self._writer, me
         if prev is not None and prev is not me:
             log.info("face library: %s takes over refreshing from %s", me.name, prev.name)
 
+    def revoke(self, thread: threading.Thread) -> None:
+        """The supervisor gave up on ``thread`` (a call that hangs): it may never refresh or claim
+        again, not even to finish a refresh it is in; the next thread to claim or refresh the
+        library becomes its writer."""
+        with self._lock:
+            self._revoked.add(thread)
+            if self._writer is thread:
+                self._writer = None
+        log.info("face library: %s may no longer refresh it", thread.name)
+
+    def _refuse_revoked(self, me: threading.Thread) -> None:
+        if me in self._revoked:
+            raise LibraryWriterError(f"face library refresh refused on thread {me.name!r}: it was abandoned")
+
     def _check_writer(self, me: threading.Thread) -> None:
         """Called with the lock held: the first refresh claims the library, any other thread is refused."""
+        self._refuse_revoked(me)
         if self._writer is None:
             self._writer = me
         elif self._writer is not me:
