@@ -109,7 +109,7 @@ def test_a_frame_reads_the_library_once():
     for frame in range(200):
         view = s.step(["RIGHT", "9", "LEFT", "2"], None, float(frame))
         _check(view, controls)
-    assert lib.reads == 200 + 1  # one per frame (and one when the session was made)
+    assert lib.reads == 200  # one per frame
 
 
 def test_the_view_is_frozen_and_belongs_to_its_frame():

@@ -415,8 +415,7 @@ class FaceLibrary:
             self._names_stamp, self._names = names_stamp, (names, order, names_problem)
             if changed:
                 self._snapshot = LibrarySnapshot(self.serial, old.version + 1, new_entries, new_problems)
-        if changed:
-            self._prune_cache(new_entries)
+                self._prune_cache(new_entries)  # under the lock: only ever by the current writer
         return changed
 
     def _read_names(self) -> tuple[tuple[int, int] | None, tuple[dict[str, str], list[str], str]]:

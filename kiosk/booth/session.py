@@ -87,8 +87,7 @@ class BoothSession:
         #: Monotonic time of the last frame with a detected face (attract mode counts from it).
         self.t_last_face = time.monotonic() if now is None else now
         self._detection_known = False
-        self._faces = library.snapshot
-        self._thumbs_for: tuple[int, int] | None = None
+        self._faces: LibrarySnapshot | None = None  # the snapshot the thumbnails were made from
         self._thumbs: tuple[FaceThumb, ...] = ()
 
     def reconfigure(self, new: KioskConfig, old: KioskConfig) -> None:
@@ -134,14 +133,13 @@ class BoothSession:
         """Adopt a new library snapshot: the selection stays on the same face; when that face is
         gone, it moves to the face now at its place (the last one if the list got shorter)."""
         prev = self._faces
-        if faces.stamp == prev.stamp and self._thumbs_for is not None:
+        if prev is not None and faces.stamp == prev.stamp:
             return faces
         c = self.controls
         if faces.entries and faces.index_of(c.selected_key) is None:
-            was = prev.index_of(c.selected_key) if prev.serial == faces.serial else None
+            was = prev.index_of(c.selected_key) if prev is not None and prev.serial == faces.serial else None
             c.selected_key = faces.entries[min(was or 0, len(faces.entries) - 1)].key
         self._faces = faces
-        self._thumbs_for = faces.stamp
         self._thumbs = tuple(FaceThumb(key=e.key, name=e.name, thumb_bgr=e.thumb_bgr) for e in faces.entries)
         return faces
 
