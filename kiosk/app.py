@@ -135,17 +135,34 @@ class KioskApp:
     def live(self) -> bool:
         return self.cfg.display.mode == "live"
 
+    def _new_live_feed(self) -> LiveFeed | None:
+        d = self.cfg.display
+        opts = LiveOptions(d.live_track_px, d.live_max_age_s)
+        return LiveFeed(self.anchor_buf, self.live_buf, opts) if self.live else None
+
     def _new_capture(self) -> CaptureThread:
         self._capture_stop = threading.Event()
-        d = self.cfg.display
-        self.live_feed = (
-            LiveFeed(self.anchor_buf, self.live_buf, LiveOptions(d.live_track_px, d.live_max_age_s))
-            if self.live
-            else None
-        )
+        self.live_feed = self._new_live_feed()
         return CaptureThread(
             self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop, live=self.live_feed
         )
+
+    def _replace_capture(self, stuck_s: float) -> None:
+        """Give up on a capture thread stuck in a source call: a fresh one takes over on fresh
+        buffers (capture, live, anchors), so the stuck one can never publish into what the
+        inference thread and the screen read; it exits, closing its source, if the call returns."""
+        log.error(
+            "capture thread stuck in a source call for %.1f s: a fresh capture thread takes over", stuck_s
+        )
+        self.capture.abandon()
+        self.thread_restarts += 1
+        self.capture_buf = TripleBuffer(new_captured_frame)
+        self.live_buf = TripleBuffer(new_live_frame)
+        self.anchor_buf = TripleBuffer(AnchorSlot)
+        self.inference.inp = self.capture_buf
+        self.inference.anchors = self.anchor_buf if self.live else None
+        self.capture = self._new_capture()
+        self.capture.start()
 
     #: Rebuild back-off of the inference thread (tests shorten it before ``run``).
     restart_initial_s = 1.0
@@ -205,7 +222,12 @@ class KioskApp:
         return self._past_restarts + self.inference.restarts
 
     def _supervise(self) -> None:
-        """Restart a worker thread that died (they catch everything, so this is a last resort)."""
+        """Restart a worker thread that died (they catch everything, so this is a last resort), or
+        replace a capture thread stuck in a source call. Never two producers on one buffer: a dead
+        thread publishes nothing, a stuck one is abandoned with its buffers."""
+        stuck = self.capture.switch_stuck_for(time.perf_counter())
+        if stuck and not self.stop.is_set():
+            self._replace_capture(stuck)
         if not self.capture.is_alive() and not self.stop.is_set():
             log.error("capture thread died; restarting it")
             self.thread_restarts += 1
@@ -464,13 +486,11 @@ class KioskApp:
             old.display.live_max_age_s,
         )
         if (new.source != old.source and not self._custom_source) or live_changed:
-            log.info("source or live display settings changed: restarting capture")
+            log.info("source or live display settings changed: switching capture")
             if not self._custom_source:
                 self._source_factory = lambda: make_source(new.source, new.base_dir)
-            self._capture_stop.set()
-            self.capture.join(2.0)
-            self.capture = self._new_capture()
-            self.capture.start()
+            self.live_feed = self._new_live_feed()
+            self.capture.switch(new.source, self._source_factory, self.live_feed)  # never waits
         self.inference.anchors = self.anchor_buf if self.live else None
         processing_changed = (
             new.processing != old.processing
