@@ -649,6 +649,7 @@ class KioskApp:
     def run(self) -> int:
         from kiosk.render.options import DisplayOptions
         from kiosk.render.renderer import OverlayState, Renderer
+        from kiosk.render.reopen import SurfaceReopener, open_display
         from kiosk.render.window import open_surface
 
         self._install_signal_handlers()
@@ -659,6 +660,12 @@ class KioskApp:
             return 0
         surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
         renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
+        headless = self.opts.headless  # a failed reopen keeps the old settings, else goes offscreen
+        display: SurfaceReopener[Any, Any] = SurfaceReopener(
+            lambda d: open_display(d, headless),
+            DisplayOptions.of(self.cfg.display),
+            fallback=None if headless else lambda d: open_display(d, True),
+        )
         self.gamepad = self._new_gamepad()
         notifier = SdNotifier.from_env()
         self._t_start = time.perf_counter()
@@ -680,11 +687,11 @@ class KioskApp:
                 self._poll_config()
                 if self._display_changed:
                     self._display_changed = False
-                    renderer.release()
-                    surface.close()
-                    surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
-                    renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
+                    display.request(DisplayOptions.of(self.cfg.display))
+                if display.due():  # never raises while any surface opens; retries with back-off
+                    surface, renderer = display.reopen(surface, renderer)
                     self.gamepad = self._new_gamepad()
+                    self._config_problem = display.staff_line(self._config_problem)
                 if surface.should_close():
                     break
                 result = self.result_buf.read()
