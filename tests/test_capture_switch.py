@@ -259,3 +259,39 @@ def test_switch_from_a_stuck_source_abandons_it_for_fresh_buffers(tmp_path, monk
     assert centre[2] > 150 and centre[0] < 60
     assert a.closed  # the stuck thread closed its source when the read returned
     assert _conflicts(buffers) == 0
+
+
+def test_a_stuck_thread_in_live_mode_leaves_all_three_buffers_to_the_fresh_one(buffers, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """display.mode live: the capture thread also reads the anchors and writes the live frames;
+    its replacement gets fresh ones of both, wired to the inference thread and the live feed."""
+    monkeypatch.setattr(CaptureThread, "switch_timeout_s", 0.3)
+    live_cfg = BASE.replace("max_fps: 60}", "max_fps: 60, mode: live}")
+    a = BlockingSource(RED, fluent_s=0.3, block_s=2.0, open_s=0.0)
+    b = BlockingSource(BLUE, fluent_s=60.0, block_s=0.0, open_s=0.0)
+    monkeypatch.setattr(kiosk.app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b)
+    app = KioskApp(parse_config(live_cfg + CFG_A, "t.yaml"), RunOptions(headless=True))
+    old_capture, old_live, old_anchors = app.capture, app.live_buf, app.anchor_buf
+    app.capture.start()
+    app.inference.start()
+    try:
+        assert _wait(lambda: old_live.generation >= 3)
+        time.sleep(0.2)  # inside the stuck read
+        t0 = time.perf_counter()
+        app.apply_config(parse_config(live_cfg + CFG_B, "t.yaml"))
+        assert time.perf_counter() - t0 < 0.05
+        time.sleep(0.4)
+        app._supervise()  # the switch has waited past switch_timeout_s
+        assert app.capture is not old_capture and old_capture.abandoned
+        assert app.live_buf is not old_live and app.anchor_buf is not old_anchors
+        assert app.inference.anchors is app.anchor_buf and app.inference.inp is app.capture_buf
+        assert app.live_feed is not None and app.live_feed.anchors is app.anchor_buf
+        assert app.capture.live is app.live_feed and app.live_feed.out is app.live_buf
+        assert _wait(lambda: app.live_buf.generation >= 3)
+        frame = app.live_buf.read()
+        assert frame is not None and tuple(frame.frame_bgr[0, 0]) == BLUE
+        gen = old_live.generation
+        assert _wait(lambda: not old_capture.is_alive(), 4.0)  # its read returned: it left
+        assert old_live.generation == gen and a.closed  # without publishing again
+    finally:
+        app.shutdown()
+    assert _conflicts(buffers) == 0
