@@ -168,17 +168,34 @@ class KioskApp:
     def live(self) -> bool:
         return self.cfg.display.mode == "live"
 
+    def _new_live_feed(self) -> LiveFeed | None:
+        d = self.cfg.display
+        opts = LiveOptions(d.live_track_px, d.live_max_age_s)
+        return LiveFeed(self.anchor_buf, self.live_buf, opts) if self.live else None
+
     def _new_capture(self) -> CaptureThread:
         self._capture_stop = threading.Event()
-        d = self.cfg.display
-        self.live_feed = (
-            LiveFeed(self.anchor_buf, self.live_buf, LiveOptions(d.live_track_px, d.live_max_age_s))
-            if self.live
-            else None
-        )
+        self.live_feed = self._new_live_feed()
         return CaptureThread(
             self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop, live=self.live_feed
         )
+
+    def _replace_capture(self, stuck_s: float) -> None:
+        """Give up on a capture thread stuck in a source call: a fresh one takes over on fresh
+        buffers (capture, live, anchors), so the stuck one can never publish into what the
+        inference thread and the screen read; it exits, closing its source, if the call returns."""
+        log.error(
+            "capture thread stuck in a source call for %.1f s: a fresh capture thread takes over", stuck_s
+        )
+        self.capture.abandon()
+        self.thread_restarts += 1
+        self.capture_buf = TripleBuffer(new_captured_frame)
+        self.live_buf = TripleBuffer(new_live_frame)
+        self.anchor_buf = TripleBuffer(AnchorSlot)
+        self.inference.inp = self.capture_buf
+        self.inference.anchors = self.anchor_buf if self.live else None
+        self.capture = self._new_capture()
+        self.capture.start()
 
     #: Rebuild back-off of the inference thread (tests shorten it before ``run``).
     restart_initial_s = 1.0
@@ -239,7 +256,12 @@ class KioskApp:
         return self._past_restarts + self.inference.restarts
 
     def _supervise(self) -> None:
-        """Restart a worker thread that died (they catch everything, so this is a last resort)."""
+        """Restart a worker thread that died (they catch everything, so this is a last resort), or
+        replace a capture thread stuck in a source call. Never two producers on one buffer: a dead
+        thread publishes nothing, a stuck one is abandoned with its buffers."""
+        stuck = self.capture.switch_stuck_for(time.perf_counter())
+        if stuck and not self.stop.is_set():
+            self._replace_capture(stuck)
         if not self.capture.is_alive() and not self.stop.is_set():
             log.error("capture thread died; restarting it")
             self.thread_restarts += 1
@@ -471,13 +493,11 @@ class KioskApp:
             old.display.live_max_age_s,
         )
         if (new.source != old.source and not self._custom_source) or live_changed:
-            log.info("source or live display settings changed: restarting capture")
+            log.info("source or live display settings changed: switching capture")
             if not self._custom_source:
                 self._source_factory = lambda: make_source(new.source, new.base_dir)
-            self._capture_stop.set()
-            self.capture.join(2.0)
-            self.capture = self._new_capture()
-            self.capture.start()
+            self.live_feed = self._new_live_feed()
+            self.capture.switch(new.source, self._source_factory, self.live_feed)  # never waits
         self.inference.anchors = self.anchor_buf if self.live else None
         processing_changed = (
             new.processing != old.processing
@@ -586,6 +606,7 @@ class KioskApp:
     def run(self) -> int:
         from kiosk.render.options import DisplayOptions
         from kiosk.render.renderer import OverlayState, Renderer
+        from kiosk.render.reopen import SurfaceReopener, open_display
         from kiosk.render.window import open_surface
 
         self._install_signal_handlers()
@@ -596,6 +617,12 @@ class KioskApp:
             return 0
         surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
         renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
+        headless = self.opts.headless  # a failed reopen keeps the old settings, else goes offscreen
+        display: SurfaceReopener[Any, Any] = SurfaceReopener(
+            lambda d: open_display(d, headless),
+            DisplayOptions.of(self.cfg.display),
+            fallback=None if headless else lambda d: open_display(d, True),
+        )
         self.gamepad = self._new_gamepad()
         notifier = SdNotifier.from_env()
         self._t_start = time.perf_counter()
@@ -617,11 +644,11 @@ class KioskApp:
                 self._poll_config()
                 if self._display_changed:
                     self._display_changed = False
-                    renderer.release()
-                    surface.close()
-                    surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
-                    renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
+                    display.request(DisplayOptions.of(self.cfg.display))
+                if display.due():  # never raises while any surface opens; retries with back-off
+                    surface, renderer = display.reopen(surface, renderer)
                     self.gamepad = self._new_gamepad()
+                    self._config_problem = display.staff_line(self._config_problem)
                 if surface.should_close():
                     break
                 result = self.result_buf.read()

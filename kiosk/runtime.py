@@ -193,8 +193,12 @@ class InferenceThread(threading.Thread):
 
     def abandon(self) -> None:
         """Give up on this thread (its call hangs): it never publishes again and exits when (if)
-        the call returns. The caller starts a fresh thread with a fresh output buffer."""
+        the call returns. The caller starts a fresh thread with a fresh output buffer; the live
+        anchor buffer is shared with the fresh thread, which becomes its producer."""
         self._abandoned.set()
+        anchors = self.anchors
+        if anchors is not None:
+            anchors.release_producer()
 
     @property
     def abandoned(self) -> bool:

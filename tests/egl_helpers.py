@@ -9,7 +9,11 @@ def egl_available() -> bool:
     try:
         import moderngl
 
-        moderngl.create_standalone_context(backend="egl").release()
+        from kiosk.render.window import release_standalone_context
+
+        # Released as the kiosk does (eglReleaseThread too): a context left current on this thread
+        # makes a glfw window opened later here fail with X error BadAccess.
+        release_standalone_context(moderngl.create_standalone_context(backend="egl"))
         return True
     except Exception:
         return False

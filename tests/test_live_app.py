@@ -127,7 +127,10 @@ def test_switching_display_mode_while_running_rewires_capture_and_inference() ->
     app.inference.start()
     try:
         assert app.capture.live is None and app.inference.anchors is None
+        before = app.capture
         app.apply_config(live)
+        assert app.capture is before  # the capture thread switches itself: one producer, always
+        _wait_switched(app)
         assert app.capture.live is not None and app.capture.live is app.live_feed
         assert app.inference.anchors is app.anchor_buf
         deadline = time.monotonic() + 5.0
@@ -135,6 +138,16 @@ def test_switching_display_mode_while_running_rewires_capture_and_inference() ->
             time.sleep(0.05)
         assert app.live_buf.generation >= 3  # the new capture thread feeds the live display
         app.apply_config(synced)
+        _wait_switched(app)
         assert app.capture.live is None and app.inference.anchors is None
+        assert app.capture is before and app.capture.switches == 2
+        assert app.live_buf.producer_conflicts == 0 and app.capture_buf.producer_conflicts == 0
     finally:
         app.shutdown()
+
+
+def _wait_switched(app: KioskApp) -> None:
+    deadline = time.monotonic() + 5.0
+    while app.capture.switch_pending is not None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert app.capture.switch_pending is None

@@ -118,3 +118,20 @@ def test_wait_wakes_on_publish():
     assert buf.wait(2.0) is True
     assert buf.read() is not None
     assert buf.wait(0.01) is False
+
+
+def test_a_second_live_producer_is_counted_a_successor_is_not():
+    buf = TripleBuffer(_slot)
+    buf.publish()  # the main thread is the producer now
+    t = threading.Thread(target=buf.publish)
+    t.start()
+    t.join()
+    assert buf.producer_conflicts == 1  # published while the main thread (its producer) runs
+    buf.publish()  # the main thread again, after the other one ended: a successor, no conflict
+    assert buf.producer_conflicts == 1
+    buf.release_producer()  # the main thread gives the buffer up
+    t = threading.Thread(target=buf.publish)
+    t.start()
+    t.join()
+    assert buf.producer_conflicts == 1
+    assert buf.generation == 4

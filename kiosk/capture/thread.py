@@ -1,4 +1,12 @@
-"""The capture thread: reads the source into triple-buffer slots, reconnects with back-off."""
+"""The capture thread: reads the source into triple-buffer slots, reconnects with back-off.
+
+The thread is the only producer of its frame buffer (and, in live mode, of the live display
+buffer). A source change never starts a second thread on those buffers: the render thread posts
+:meth:`CaptureThread.switch` (it returns at once) and the capture thread itself closes the old
+source and opens the new one between two reads. Only a thread stuck in a source call that does
+not return (:meth:`CaptureThread.switch_stuck_for`) is replaced, by :meth:`CaptureThread.abandon`
+and a fresh thread on fresh buffers, so the stuck one can never publish into what readers read.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -26,10 +35,22 @@ def new_captured_frame() -> CapturedFrame:
     return CapturedFrame(frame_bgr=np.zeros((1, 1, 3), np.uint8))
 
 
+@dataclass(frozen=True)
+class SourceSwitch:
+    """What :meth:`CaptureThread.switch` asks for: the settings, the source and the live feed."""
+
+    cfg: SourceConfig
+    open_source: Callable[[], Source]
+    live: LiveFeed | None
+
+
 class CaptureThread(threading.Thread):
     """Owns the source. Publishes each frame (mirrored/rotated as configured) without copying
     it again after the transform; failures switch to ``reconnecting`` and retry with
     exponential back-off, never raising out of the thread."""
+
+    #: A posted switch not taken within this long: the thread is stuck in a source call.
+    switch_timeout_s = 3.0
 
     def __init__(
         self,
@@ -55,22 +76,91 @@ class CaptureThread(threading.Thread):
         self.live = live
         self.live_errors = 0
         self.live_last_error = ""
+        self.switches = 0  # source switches taken
+        self._switch_lock = threading.Lock()
+        self._switch: SourceSwitch | None = None  # posted by another thread, taken by this one
+        self._switch_posted = 0.0  # perf_counter of the oldest switch not taken yet; 0: none
+        self._abandoned = threading.Event()
+
+    # -- called by other threads -------------------------------------------------------------
+    def switch(
+        self, cfg: SourceConfig, open_source: Callable[[], Source], live: LiveFeed | None = None
+    ) -> None:
+        """Ask this thread to close its source and open ``open_source()`` with ``cfg`` (and
+        ``live`` as its live feed); returns at once. The thread takes it after the read in
+        progress (or the open, or the back-off wait); a newer request replaces one not taken."""
+        with self._switch_lock:
+            self._switch = SourceSwitch(cfg, open_source, live)
+            if not self._switch_posted:
+                self._switch_posted = time.perf_counter()
+
+    @property
+    def switch_pending(self) -> SourceSwitch | None:
+        """The switch posted and not taken yet, if any."""
+        return self._switch
+
+    def switch_stuck_for(self, now: float) -> float:
+        """Seconds a posted switch has waited, once over :attr:`switch_timeout_s` (the thread is
+        stuck in a source call that does not return); 0 otherwise."""
+        posted = self._switch_posted
+        if not posted:
+            return 0.0
+        waited = now - posted
+        return waited if waited > self.switch_timeout_s else 0.0
+
+    def abandon(self) -> None:
+        """Give up on this thread (stuck in a source call): it never publishes again and exits,
+        closing its source, when (if) the call returns. The caller starts a fresh thread with
+        fresh buffers."""
+        self._abandoned.set()
+        self._stop_event.set()
+
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned.is_set()
 
     @property
     def transforms(self) -> bool:
         return self.cfg.mirror or self.cfg.rotate != 0
 
+    # -- the thread ----------------------------------------------------------------------------
+    def _take_switch(self) -> bool:
+        with self._switch_lock:
+            req = self._switch
+            if req is None:
+                return False
+            self.cfg, self._open_source, self.live = req.cfg, req.open_source, req.live
+            self._switch, self._switch_posted = None, 0.0  # taken: seen by others after the above
+        self._scratch = None
+        self.state, self.last_error, self.description = "starting", "", ""
+        self.switches += 1
+        log.info("capture: switching source")
+        return True
+
+    def _wait(self, delay: float) -> None:
+        """The back-off wait; a stop or a switch ends it early."""
+        end = time.perf_counter() + delay
+        while self._switch is None and not self._stop_event.is_set():
+            left = end - time.perf_counter()
+            if left <= 0:
+                break
+            self._stop_event.wait(min(left, 0.05))
+
     def run(self) -> None:
         delay = self.cfg.reconnect_initial_s
         seq = 0
         while not self._stop_event.is_set():
+            if self._take_switch():
+                delay = self.cfg.reconnect_initial_s
             source: Source | None = None
             try:
                 source = self._open_source()
                 source.open()
+                if self._stop_event.is_set() or self._switch is not None:
+                    continue  # stopped or switched while opening (the finally closes it)
                 self.description = source.description
                 log.info("source open: %s", source.description)
-                while not self._stop_event.is_set():
+                while not self._stop_event.is_set() and self._switch is None:
                     self._read_one(source, seq)
                     seq += 1
                     if self.state != "running":
@@ -87,8 +177,10 @@ class CaptureThread(threading.Thread):
                     source.close()
             if self._stop_event.is_set():
                 break
+            if self._switch is not None:
+                continue  # a source change: open the new one at once, no back-off
             self.reconnects += 1
-            self._stop_event.wait(delay)
+            self._wait(delay)
             delay = min(delay * 2.0, self.cfg.reconnect_max_s)
         self.state = "stopped"
 
@@ -109,6 +201,8 @@ class CaptureThread(threading.Thread):
             raw = source.read(self._scratch)
             self._scratch = raw
             slot.frame_bgr = self._transform(raw, slot.frame_bgr)
+        if self._abandoned.is_set():
+            return  # given up on during that read: a fresh thread owns the buffers now
         slot.t_capture = time.perf_counter()
         slot.seq = seq
         self.out.publish()

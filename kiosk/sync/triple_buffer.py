@@ -8,15 +8,23 @@ reading exchange slot indices. A publish that replaces an unread slot counts as 
 
 The lock is held only around the index exchange (a few bytecodes), never during pixel work,
 so the writer never waits on the reader's processing and vice versa.
+
+One producer: the buffer remembers the thread that publishes into it. A publish from another
+thread while that one is still alive (two writers filling one write slot: torn frames) is
+counted in :attr:`TripleBuffer.producer_conflicts` and logged once; a thread that replaced a
+dead producer, or one that took over after :meth:`TripleBuffer.release_producer`, is not.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 
 class TripleBuffer(Generic[T]):
@@ -31,6 +39,8 @@ class TripleBuffer(Generic[T]):
         self.generation = 0  # number of publications so far
         self.dropped = 0  # publications overwritten before the reader took them
         self.read_generation = 0  # generation of the slot the reader holds
+        self._producer: threading.Thread | None = None  # the thread that published last
+        self.producer_conflicts = 0  # publishes from a second thread while the first was alive
 
     # -- writer side ---------------------------------------------------------------------
     def write_slot(self) -> T:
@@ -39,6 +49,9 @@ class TripleBuffer(Generic[T]):
 
     def publish(self) -> None:
         """Make the write slot the newest complete one. Never blocks on the reader."""
+        me = threading.current_thread()
+        if me is not self._producer:
+            self._claim(me)
         with self._lock:
             self._write, self._ready = self._ready, self._write
             if self._fresh:
@@ -46,6 +59,23 @@ class TripleBuffer(Generic[T]):
             self._fresh = True
             self.generation += 1
         self._new.set()
+
+    def _claim(self, me: threading.Thread) -> None:
+        owner = self._producer
+        if owner is not None and owner.is_alive():
+            self.producer_conflicts += 1
+            if self.producer_conflicts == 1:
+                log.error(
+                    "single-producer buffer: thread %s publishes while %s, its producer, still runs",
+                    me.name,
+                    owner.name,
+                )
+        self._producer = me
+
+    def release_producer(self) -> None:
+        """The producer gives the buffer up (it will never publish again): the next thread to
+        publish becomes the producer without a conflict."""
+        self._producer = None
 
     # -- reader side ---------------------------------------------------------------------
     def read(self) -> T | None:
