@@ -297,7 +297,8 @@ class KioskApp:
         provider, gpu_requested, gpu_fallback = inf.provider_info()
         unrecovered_s = now - self._t_unrecovered if self._t_unrecovered else 0.0
         stalled_for_s = unrecovered_s or inf.hung_for(now)
-        # A thread that is hung, being replaced or dead has no rate, whatever its last window said.
+        dead = bool(self._t_start) and not inf.is_alive() and not self.stop.is_set()
+        # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
         stopped = bool(stalled_for_s) or (bool(self._t_start) and not inf.is_alive())
         feed = self.live_feed
         tracker = feed.tracker if feed is not None else None
@@ -324,6 +325,7 @@ class KioskApp:
                 fps_now=0.0 if stopped else inf.rate.fps_at(now),
                 stalled_for_s=stalled_for_s,
                 no_result_s=self.processing_stalled_s(now),
+                dead=dead,
                 unrecovered_s=unrecovered_s,
                 process_p50=inf.process_ms.percentile(50),
                 process_p95=inf.process_ms.percentile(95),

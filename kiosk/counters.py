@@ -39,6 +39,8 @@ class ProcessingCounters:
     stalled_for_s: float
     #: Seconds without a processed frame on screen while the source runs, once over STALL_S; else 0.
     no_result_s: float
+    #: The thread died while the kiosk runs (the supervisor starts a new one within a second).
+    dead: bool
     unrecovered_s: float
     process_p50: float | None
     process_p95: float | None
@@ -189,13 +191,15 @@ def process_rate_text(c: Counters) -> str:
     proc = c.processing
     if proc.stalled_for_s:
         return f"stalled ({proc.stalled_for_s:.0f} s)"
+    if proc.dead:
+        return "stopped (restarting)"
     return f"{proc.fps_now:5.1f} fps"
 
 
 def debug_lines(c: Counters) -> list[str]:
     """The debug overlay's lines (``overlay.debug`` / the toggle_debug action)."""
     cap, proc, ren = c.capture, c.processing, c.render
-    if proc.stalled_for_s:
+    if proc.stalled_for_s or proc.dead:
         process = f"process  {process_rate_text(c)}"
     else:
         process = f"process  {process_rate_text(c)}  " + (
@@ -237,9 +241,7 @@ def debug_lines(c: Counters) -> list[str]:
 def status_line(c: Counters) -> str:
     """One line for systemd's ``STATUS=`` (``systemctl status faceswap-kiosk``)."""
     cap, proc = c.capture, c.processing
-    process = process_rate_text(c).strip()
-    if not proc.stalled_for_s:
-        process = f"{proc.fps_now:.0f} fps"
+    process = process_rate_text(c) if proc.stalled_for_s or proc.dead else f"{proc.fps_now:.0f} fps"
     return (
         f"{cap.description or cap.kind} {cap.state}, render {c.render.fps_now:.0f} fps, "
         f"process {process}, {proc.stage}, {len(c.faces)} faces"
