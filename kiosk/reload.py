@@ -88,12 +88,46 @@ def plan_reload(old: Any, new: Any) -> frozenset[Part]:
     return frozenset(parts)
 
 
-def table_rows() -> list[tuple[str, str]]:
-    """(keys, what is rebuilt) per distinct set of parts, for the README and ``kiosk config``."""
-    rows: dict[frozenset[Part], list[str]] = {}
+#: How README and ``kiosk config`` name each part.
+PART_TEXT: dict[Part, str] = {
+    Part.CAPTURE: "capture thread",
+    Part.LIBRARY: "face library",
+    Part.STAGE: "processing stage",
+    Part.WINDOW: "window and renderer",
+    Part.LOOP: "render loop options",
+    Part.INPUT: "key bindings and gamepads",
+    Part.TOGGLES: "the staff toggle, set to the new value",
+    Part.MONITOR: "metrics textfile writer",
+    Part.LOG_LEVEL: "log level",
+    Part.RESTART: "not live: applies at the next start",
+}
+
+
+def table_rows() -> list[tuple[str, str, str]]:
+    """(section, keys, what is rebuilt) per section and distinct set of parts, in table order."""
+    groups: dict[tuple[str, frozenset[Part]], list[str]] = {}
     for key, parts in RELOAD_TABLE.items():
-        rows.setdefault(parts, []).append(key)
-    return [
-        (", ".join(keys), ", ".join(sorted(p.value for p in parts)) or "nothing (read where used)")
-        for parts, keys in rows.items()
-    ]
+        section, name = key.split(".", 1)
+        groups.setdefault((section, parts), []).append(name)
+    sections = [k[0] for k in groups]
+    rows = []
+    for (section, parts), names in groups.items():
+        if sections.count(section) == 1:
+            keys = "all"
+        elif len(names) > 10:  # the section's bulk: the exceptions have their own rows
+            keys = "all others"
+        else:
+            keys = ", ".join(names)
+        what = (
+            "; ".join(PART_TEXT[p] for p in Part if p in parts)
+            or "nothing (read where used, at the next frame)"
+        )
+        rows.append((section, keys, what))
+    return rows
+
+
+def table_markdown() -> str:
+    """The live-reload table of README.md (tests/test_reload_table.py keeps them in step)."""
+    lines = ["| section | keys | what a change restarts or rebuilds |", "|---|---|---|"]
+    lines += [f"| `{section}` | {keys} | {what} |" for section, keys, what in table_rows()]
+    return "\n".join(lines) + "\n"

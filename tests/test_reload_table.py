@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from kiosk.app import KioskApp, RunOptions
 from kiosk.config import KioskConfig
-from kiosk.reload import RELOAD_TABLE, Part, plan_reload, table_rows
+from kiosk.reload import RELOAD_TABLE, Part, plan_reload
 
 BASE = {"source": {"kind": "synthetic"}, "processing": {"enabled": False}}
 
@@ -177,11 +177,11 @@ def test_display_composite_rebuilds_the_stage_with_the_new_composite_and_keeps_t
     app.shutdown(0.5)
 
 
-def test_table_rows_cover_every_key_once() -> None:
-    rows = table_rows()
-    keys = [k for names, _ in rows for k in names.split(", ")]
-    assert sorted(keys) == sorted(RELOAD_TABLE)
-    assert (
-        next(what for names, what in rows if "ui.carousel" in names.split(", "))
-        == "nothing (read where used)"
-    )
+def test_readme_shows_the_table() -> None:
+    from kiosk.reload import table_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert table_markdown() in readme, "README's live-reload table: paste kiosk.reload.table_markdown()"
+    rows = table_markdown().splitlines()[2:]
+    sections = {line.split("`")[1] for line in rows}
+    assert sections == {k.split(".")[0] for k in RELOAD_TABLE}
