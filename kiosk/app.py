@@ -72,6 +72,7 @@ class LoopOptions:
     (re)applied (:data:`kiosk.reload.Part.LOOP`): the loop body itself reads no config."""
 
     period_s: float = 0.0  # 1 / display.max_fps; 0: not paced
+    live: bool = False  # display.mode: live (the picture is the newest camera frame)
     stall_s: float = 5.0  # processing.stall_s: the watchdog is fed while unhealthy no longer than this
     recovery_s: float = 30.0  # processing.recovery_s: exit 3 once unhealthy longer than this
     frames: int = 0
@@ -86,6 +87,7 @@ class LoopOptions:
         fps = cfg.display.max_fps
         return cls(
             period_s=1.0 / fps if fps > 0 else 0.0,
+            live=cfg.display.mode == "live",
             stall_s=cfg.processing.stall_s,
             recovery_s=cfg.processing.recovery_s,
             frames=opts.frames,
@@ -742,7 +744,7 @@ class KioskApp:
             self._reopen_display()
         result = self.result_buf.read()
         if result is not None:
-            if not self.live:
+            if not self.loop_options.live:
                 self.renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
             self._last_notice = result.notice
             self._t_last_result = self._clock()

@@ -43,8 +43,9 @@ RELOAD_TABLE: dict[str, frozenset[Part]] = {
     **_rows("display", "max_fps", P),
     # where faces are pasted: the stage pastes on the CPU or hands crops to the shader
     **_rows("display", "composite", S),
-    # live mode: the capture thread runs the tracker, the stage always composites on the GPU
-    **_rows("display", "mode", C, S),
+    # live mode: the capture thread runs the tracker, the stage always composites on the GPU, the
+    # loop shows the newest camera frame
+    **_rows("display", "mode", C, S, P),
     **_rows("display", "live_max_age_s live_track_px", C),
     **_rows("processing", "enabled det_size det_threshold max_faces enhance_blend swap_resolution", S),
     **_rows("processing", "tracking detect_every roi_det_size smoothing_min_cutoff smoothing_beta", S),
