@@ -97,6 +97,15 @@ class LoopOptions:
         )
 
 
+@dataclass(frozen=True)
+class _Reports:
+    """The reports one frame sends."""
+
+    status: bool
+    stats: bool
+    monitor: bool
+
+
 @dataclass
 class _Schedule:
     """The render loop's next due times (its clock)."""
@@ -291,10 +300,16 @@ class KioskApp:
             self.inference.start()
 
     # -- counters ----------------------------------------------------------------------------
-    def counters(self, now: float | None = None) -> Counters:
+    def counters(self, now: float | None = None, detailed: bool = True) -> Counters:
         """One frozen reading of every counter of the kiosk at ``now`` (the loop's clock). The render
-        loop takes one per frame; the stats JSON, monitoring, overlay and STATUS derive from it."""
+        loop takes one per frame; the stats JSON, monitoring, overlay and STATUS derive from it.
+        ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096 samples each),
+        for frames that show no debug overlay and write no stats."""
         now = self._clock() if now is None else now
+
+        def pct(rec: LatencyRecorder, q: float) -> float | None:
+            return rec.percentile(q) if detailed else None
+
         cap, inf = self.capture, self.inference
         provider, gpu_requested, gpu_fallback = inf.provider_info()
         unrecovered_s = now - self._t_unrecovered if self._t_unrecovered else 0.0
@@ -307,6 +322,7 @@ class KioskApp:
         entries = self.library.entries
         return Counters(
             t=now,
+            detailed=detailed,
             duration_s=now - self._t_start if self._t_start else 0.0,
             started_unix=self._t_start_unix,
             capture=CaptureCounters(
@@ -329,8 +345,8 @@ class KioskApp:
                 no_result_s=self.processing_stalled_s(now),
                 dead=dead,
                 unrecovered_s=unrecovered_s,
-                process_p50=inf.process_ms.percentile(50),
-                process_p95=inf.process_ms.percentile(95),
+                process_p50=pct(inf.process_ms, 50),
+                process_p95=pct(inf.process_ms, 95),
                 process_sum=self._past_process_sum + inf.process_ms.total,
                 process_samples=self._past_process_samples + inf.process_ms.count,
                 errors=self.processing_errors,
@@ -349,19 +365,19 @@ class KioskApp:
                 mean_fps=self.render_rate.mean_fps,
                 fps_now=self.render_rate.fps_at(now),
                 new_pictures=self.latency_ms.count,
-                latency_p50=self.latency_ms.percentile(50),
-                latency_p95=self.latency_ms.percentile(95),
+                latency_p50=pct(self.latency_ms, 50),
+                latency_p95=pct(self.latency_ms, 95),
                 latency_sum=self.latency_ms.total,
-                face_age_p50=self.face_age_ms.percentile(50),
-                face_age_p95=self.face_age_ms.percentile(95),
+                face_age_p50=pct(self.face_age_ms, 50),
+                face_age_p95=pct(self.face_age_ms, 95),
             ),
             dropped_capture_to_processing=self.capture_buf.dropped,
             dropped_processing_to_display=self.result_buf.dropped,
             dropped_capture_to_display_live=self.live_buf.dropped,
             display_mode=self.cfg.display.mode,
             live=tracker.stats() if tracker is not None else None,
-            carry_err_p95=tracker.carry_error_px.percentile(95) if tracker is not None else None,
-            stale_err_p95=tracker.stale_error_px.percentile(95) if tracker is not None else None,
+            carry_err_p95=pct(tracker.carry_error_px, 95) if tracker is not None else None,
+            stale_err_p95=pct(tracker.stale_error_px, 95) if tracker is not None else None,
             real_face_drops=tracker.dropped_total if tracker is not None else 0,
             faces=tuple(e.name for e in entries),
             face_problems=tuple(self.library.problems),
@@ -410,6 +426,8 @@ class KioskApp:
     # -- stats -----------------------------------------------------------------------------
     def stats(self, counters: Counters | None = None) -> dict[str, Any]:
         """The stats JSON document from ``counters`` (a fresh snapshot if None)."""
+        if counters is not None and not counters.detailed:
+            raise ValueError("stats need a detailed counters snapshot (latency percentiles)")
         return stats_dict(counters if counters is not None else self.counters())
 
     def write_stats(self, counters: Counters | None = None) -> None:
@@ -759,7 +777,9 @@ class KioskApp:
         if self.surface.should_close():
             return False
         now = self._clock()
-        counters = self.counters(now)  # the frame's one snapshot: overlay, STATUS, stats, monitoring
+        reports = self._reports_due(now)
+        # the frame's one snapshot: overlay, STATUS, stats file, monitoring
+        counters = self.counters(now, detailed=self.controls.debug or reports.stats or reports.monitor)
         self._overlay = OverlayState(**self.overlay_texts(now, counters))
         self._draw(self._overlay, booth, mono, now)
         t_shown = self._clock()
@@ -770,7 +790,7 @@ class KioskApp:
                 self.face_age_ms.add((t_shown - shown[1]) * 1000.0)
         if self.render_rate.count == 1:
             notifier.ready(status="running")
-        return self._after_frame(t_shown, counters, notifier)
+        return self._after_frame(t_shown, counters, reports, notifier)
 
     def _draw(self, overlay: Any, booth: Any, mono: float, now: float) -> None:
         """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
@@ -785,7 +805,19 @@ class KioskApp:
             self._schedule.shot = now + every
         surface.end_frame()
 
-    def _after_frame(self, t: float, counters: Counters, notifier: SdNotifier) -> bool:
+    def _reports_due(self, now: float) -> _Reports:
+        """Which reports this frame sends (and when the next ones are due)."""
+        o, due = self.loop_options, self._schedule
+        status = now >= due.status
+        if status:
+            due.status = now + o.status_every_s
+        stats = bool(o.stats_interval_s) and now >= due.stats
+        if stats:
+            due.stats = now + o.stats_interval_s
+        monitor = self.monitor is not None and self.monitor.due(now)
+        return _Reports(status, stats, monitor)
+
+    def _after_frame(self, t: float, counters: Counters, reports: _Reports, notifier: SdNotifier) -> bool:
         """Supervision and reports due at ``t``; False ends the run (limits reached, or exit 3)."""
         o, due = self.loop_options, self._schedule
         unhealthy_s = self._check_pipeline(t)
@@ -799,17 +831,15 @@ class KioskApp:
             )
             self.exit_code = 3
             return False
-        if t >= due.status:
+        if reports.status:
             notifier.status(self.status_text(counters))
-            due.status = t + o.status_every_s
         if o.frames and self.render_rate.count >= o.frames:
             return False
         if o.seconds and t - self._t_start >= o.seconds:
             return False
-        if o.stats_interval_s and t >= due.stats:
+        if reports.stats:
             self.write_stats(counters)
-            due.stats = t + o.stats_interval_s
-        if self.monitor is not None and self.monitor.due(t):
+        if reports.monitor and self.monitor is not None:
             self.monitor.submit(self.stats(counters))
         if t >= due.supervise:
             self._supervise()

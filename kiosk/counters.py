@@ -74,6 +74,7 @@ class RenderCounters:
 @dataclass(frozen=True)
 class Counters:
     t: float  # the render loop's clock when taken
+    detailed: bool  # with the latency percentiles (else they read None)
     duration_s: float
     started_unix: float
     capture: CaptureCounters

@@ -192,7 +192,7 @@ def test_one_snapshot_per_frame_feeds_overlay_status_and_stats(tmp_path: Path) -
     )
     taken: list[Any] = []
     real_counters = app.counters
-    app.counters = lambda now=None: (taken.append(real_counters(now)), taken[-1])[1]  # type: ignore[method-assign]
+    app.counters = lambda now=None, detailed=True: (taken.append(real_counters(now, detailed)), taken[-1])[1]  # type: ignore[method-assign]
     used: dict[str, list[Any]] = {"overlay": [], "status": [], "stats": []}
     real_overlay, real_status, real_stats = app.overlay_texts, app.status_text, app.stats
     app.overlay_texts = lambda now, c=None: (used["overlay"].append(c), real_overlay(now, c))[1]  # type: ignore[method-assign]
@@ -212,3 +212,22 @@ def test_the_loop_body_reads_no_config() -> None:
     for name in ("_frame", "_after_frame", "_pace", "_draw"):
         src = inspect.getsource(getattr(KioskApp, name))
         assert "cfg" not in src, f"KioskApp.{name} reads the config; use loop_options"
+
+
+def test_percentiles_are_taken_only_for_frames_that_report_them(tmp_path: Path) -> None:
+    """Without the debug overlay, only the frames that write stats sort the latency rings."""
+    app, clock, surface, notifier, _ = _app(
+        RunOptions(headless=True, seconds=3.0, stats_json=tmp_path / "s.json", stats_interval_s=1.0),
+        max_fps=10.0,
+    )
+    app.controls.debug = False
+    taken: list[Any] = []
+    real_counters = app.counters
+    app.counters = lambda now=None, detailed=True: (taken.append(real_counters(now, detailed)), taken[-1])[1]  # type: ignore[method-assign]
+    app.latency_ms.add(12.0)
+    assert app.run() == 0
+    detailed = [round(c.t - 1000.0, 3) for c in taken[: len(surface.frames)] if c.detailed]
+    assert detailed == [1.0, 2.0, 3.0]  # stats due at 1, 2 and 3 s (the run ends at 3 s)
+    assert all(c.render.latency_p50 is None for c in taken[: len(surface.frames)] if not c.detailed)
+    with pytest.raises(ValueError, match="detailed"):
+        app.stats(taken[0])
