@@ -36,8 +36,18 @@ from kiosk.booth.session import BoothSession
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig
+from kiosk.counters import (
+    CaptureCounters,
+    Counters,
+    ProcessingCounters,
+    RenderCounters,
+    debug_lines,
+    stats_dict,
+    status_line,
+)
 from kiosk.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
 from kiosk.processing import PassThrough, Processor
+from kiosk.reload import RELOAD_TABLE, Part, changed_keys, plan_reload
 from kiosk.runtime import ErrorPolicy, InferenceThread, new_swap_result
 from kiosk.signals import SignalState
 from kiosk.stats import LatencyRecorder, RateMeter
@@ -59,6 +69,57 @@ class RunOptions:
     stats_json: Path | None = None
     stats_interval_s: float = 0.0  # also rewrite stats_json this often while running
     screenshot_every_s: float = 0.0  # also rewrite screenshot this often while running
+
+
+@dataclass(frozen=True)
+class LoopOptions:
+    """What the render loop needs of the config and the run options, taken when config is
+    (re)applied (:data:`kiosk.reload.Part.LOOP`): the loop body itself reads no config."""
+
+    period_s: float = 0.0  # 1 / display.max_fps; 0: not paced
+    live: bool = False  # display.mode: live (the picture is the newest camera frame)
+    stall_s: float = 5.0  # processing.stall_s: the watchdog is fed while unhealthy no longer than this
+    recovery_s: float = 30.0  # processing.recovery_s: exit 3 once unhealthy longer than this
+    frames: int = 0
+    seconds: float = 0.0
+    stats_interval_s: float = 0.0
+    screenshot_every_s: float = 0.0
+    supervise_every_s: float = 1.0  # worker threads checked (and restarted if dead) this often
+    status_every_s: float = 5.0  # systemd STATUS= this often
+
+    @classmethod
+    def of(cls, cfg: KioskConfig, opts: RunOptions) -> LoopOptions:
+        fps = cfg.display.max_fps
+        return cls(
+            period_s=1.0 / fps if fps > 0 else 0.0,
+            live=cfg.display.mode == "live",
+            stall_s=cfg.processing.stall_s,
+            recovery_s=cfg.processing.recovery_s,
+            frames=opts.frames,
+            seconds=opts.seconds,
+            stats_interval_s=opts.stats_interval_s,
+            screenshot_every_s=opts.screenshot_every_s,
+        )
+
+
+@dataclass(frozen=True)
+class _Reports:
+    """The reports one frame sends."""
+
+    status: bool
+    stats: bool
+    monitor: bool
+
+
+@dataclass
+class _Schedule:
+    """The render loop's next due times (its clock)."""
+
+    tick: float = 0.0
+    stats: float = 0.0
+    shot: float = 0.0
+    supervise: float = 0.0
+    status: float = 0.0
 
 
 def default_processor_factory(
@@ -86,9 +147,24 @@ class KioskApp:
         processor_factory: Callable[[], Processor] | None = None,
         config_path: Path | None = None,
         signals: SignalState | None = None,
+        *,
+        clock: Callable[[], float] = time.perf_counter,
+        sleep: Callable[[float], None] = time.sleep,
+        notifier: SdNotifier | None = None,
     ) -> None:
+        """``clock`` (perf_counter's timeline: the worker threads stamp frames with it) and
+        ``sleep`` drive the render loop; ``notifier`` defaults to systemd's from the environment."""
         self.cfg = cfg
         self.opts = opts
+        self._clock = clock
+        self._sleep = sleep
+        self._notifier = notifier
+        self.loop_options = LoopOptions.of(cfg, opts)
+        self._schedule = _Schedule()
+        self.surface: Any = None  # the window or headless surface, while run() runs
+        self.renderer: Any = None
+        self._reopener: Any = None  # kiosk.render.reopen.SurfaceReopener, while run() runs
+        self._overlay: Any = None  # the last frame's OverlayState
         self.signals = signals or SignalState()
         self.stop = self.signals.stop
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
@@ -121,6 +197,9 @@ class KioskApp:
         #: Errors and rebuilds of inference threads that were abandoned or died (each thread counts its own).
         self._past_errors = 0
         self._past_restarts = 0
+        self._past_processed = 0
+        self._past_process_sum = 0.0
+        self._past_process_samples = 0
         self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
         self._t_start = 0.0
         self._t_start_unix = 0.0
@@ -241,9 +320,12 @@ class KioskApp:
         return now - self._t_unrecovered if self._t_unrecovered else 0.0
 
     def _retire(self, inf: InferenceThread) -> None:
-        """Keep a replaced inference thread's error and rebuild counts in the totals."""
+        """Keep a replaced inference thread's counts (errors, rebuilds, frames, time) in the totals."""
         self._past_errors += inf.errors
         self._past_restarts += inf.restarts
+        self._past_processed += inf.rate.count
+        self._past_process_sum += inf.process_ms.total
+        self._past_process_samples += inf.process_ms.count
 
     @property
     def processing_errors(self) -> int:
@@ -259,7 +341,7 @@ class KioskApp:
         """Restart a worker thread that died (they catch everything, so this is a last resort), or
         replace a capture thread stuck in a source call. Never two producers on one buffer: a dead
         thread publishes nothing, a stuck one is abandoned with its buffers."""
-        stuck = self.capture.switch_stuck_for(time.perf_counter())
+        stuck = self.capture.switch_stuck_for(self._clock())
         if stuck and not self.stop.is_set():
             self._replace_capture(stuck)
         if not self.capture.is_alive() and not self.stop.is_set():
@@ -274,52 +356,121 @@ class KioskApp:
             self.inference = self._new_inference()
             self.inference.start()
 
+    # -- counters ----------------------------------------------------------------------------
+    def counters(self, now: float | None = None, detailed: bool = True) -> Counters:
+        """One frozen reading of every counter of the kiosk at ``now`` (the loop's clock). The render
+        loop takes one per frame; the stats JSON, monitoring, overlay and STATUS derive from it.
+        ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096 samples each),
+        for frames that show no debug overlay and write no stats."""
+        now = self._clock() if now is None else now
+
+        def pct(rec: LatencyRecorder, q: float) -> float | None:
+            return rec.percentile(q) if detailed else None
+
+        cap, inf = self.capture, self.inference
+        provider, gpu_requested, gpu_fallback = inf.provider_info()
+        unrecovered_s = now - self._t_unrecovered if self._t_unrecovered else 0.0
+        stalled_for_s = unrecovered_s or inf.hung_for(now)
+        dead = bool(self._t_start) and not inf.is_alive() and not self.stop.is_set()
+        # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
+        stopped = bool(stalled_for_s) or (bool(self._t_start) and not inf.is_alive())
+        feed = self.live_feed
+        tracker = feed.tracker if feed is not None else None
+        faces = self.library.snapshot
+        return Counters(
+            t=now,
+            detailed=detailed,
+            duration_s=now - self._t_start if self._t_start else 0.0,
+            started_unix=self._t_start_unix,
+            capture=CaptureCounters(
+                description=cap.description,
+                kind=self.cfg.source.kind,
+                state=cap.state,
+                last_error=cap.last_error,
+                reconnects=cap.reconnects,
+                frames=cap.rate.count,
+                mean_fps=cap.rate.mean_fps,
+                fps_now=cap.rate.fps_at(now) if cap.is_alive() else 0.0,
+                live_errors=cap.live_errors,
+            ),
+            processing=ProcessingCounters(
+                stage=inf.processor_name,
+                frames=self._past_processed + inf.rate.count,
+                mean_fps=inf.rate.mean_fps,
+                fps_now=0.0 if stopped else inf.rate.fps_at(now),
+                stalled_for_s=stalled_for_s,
+                no_result_s=self.processing_stalled_s(now),
+                dead=dead,
+                unrecovered_s=unrecovered_s,
+                process_p50=pct(inf.process_ms, 50),
+                process_p95=pct(inf.process_ms, 95),
+                process_sum=self._past_process_sum + inf.process_ms.total,
+                process_samples=self._past_process_samples + inf.process_ms.count,
+                errors=self.processing_errors,
+                restarts=self.processing_restarts,
+                build_failures=inf.build_failures,
+                abandoned_threads=self.abandoned_threads,
+                last_error=inf.last_error,
+                problem=inf.problem,
+                notice=self._last_notice,
+                provider=provider,
+                gpu_requested=gpu_requested,
+                gpu_fallback=gpu_fallback,
+            ),
+            render=RenderCounters(
+                frames=self.render_rate.count,
+                mean_fps=self.render_rate.mean_fps,
+                fps_now=self.render_rate.fps_at(now),
+                new_pictures=self.latency_ms.count,
+                latency_p50=pct(self.latency_ms, 50),
+                latency_p95=pct(self.latency_ms, 95),
+                latency_sum=self.latency_ms.total,
+                face_age_p50=pct(self.face_age_ms, 50),
+                face_age_p95=pct(self.face_age_ms, 95),
+            ),
+            dropped_capture_to_processing=self.capture_buf.dropped,
+            dropped_processing_to_display=self.result_buf.dropped,
+            dropped_capture_to_display_live=self.live_buf.dropped,
+            display_mode=self.cfg.display.mode,
+            live=tracker.stats() if tracker is not None else None,
+            carry_err_p95=pct(tracker.carry_error_px, 95) if tracker is not None else None,
+            stale_err_p95=pct(tracker.stale_error_px, 95) if tracker is not None else None,
+            real_face_drops=tracker.dropped_total if tracker is not None else 0,
+            faces=tuple(e.name for e in faces.entries),
+            face_problems=tuple(faces.problems),
+            selected_face=self.selected_face_name(faces),
+            selected_index=self.controls.selected_index(faces.keys) or 0,
+            actions_applied=self.controls.actions_applied,
+            last_action=self.controls.last_action,
+            swap_enabled=self.controls.swap_enabled,
+            enhance_enabled=self.controls.enhance_enabled,
+            debug=self.controls.debug,
+            attract=self.attract,
+            snapshots_written=self.snapshots_written,
+            thread_restarts=self.thread_restarts,
+        )
+
     # -- overlay ---------------------------------------------------------------------------
-    def overlay_texts(self, now: float) -> dict[str, Any]:
-        cap = self.capture
+    def overlay_texts(self, now: float, counters: Counters | None = None) -> dict[str, Any]:
+        """The overlay's texts from ``counters`` (the frame's snapshot; a fresh one if None)."""
+        c = counters if counters is not None else self.counters(now)
+        cap = c.capture
         message = ""
-        if cap.state == "reconnecting" or (cap.state == "starting" and now - self._t_start > 1.0):
-            what = "Camera" if self.cfg.source.kind == "camera" else "Video source"
+        if cap.state == "reconnecting" or (cap.state == "starting" and c.duration_s > 1.0):
+            what = "Camera" if cap.kind == "camera" else "Video source"
             message = f"{what} unavailable — reconnecting…"
             if cap.last_error:
                 message += f"\n{cap.last_error}"
-        notice = self._config_problem or self._last_notice
-        stalled_s = self.processing_stalled_s(now)
-        if stalled_s:
-            shown = "the camera without swaps" if self.live else "the last frame"
-            notice = f"processing stalled for {stalled_s:.0f} s; showing {shown}"
-        status = f"{cap.description or self.cfg.source.kind} · {self.inference.processor_name}"
-        debug: list[str] = []
-        if self.controls.debug:
-            faces = self.library.snapshot
-            p50 = self.latency_ms.percentile(50)
-            p95 = self.latency_ms.percentile(95)
-            proc_p50 = self.inference.process_ms.percentile(50)
-            unhealthy = self._t_unrecovered or self.inference.hung_for(now)
-            process = (
-                f"process  stalled ({now - (self._t_unrecovered or now):.0f} s)"
-                if unhealthy
-                else f"process  {self.inference.rate.fps_at(now):5.1f} fps  "
-                + (f"{proc_p50:.1f} ms p50" if proc_p50 is not None else "-")
-            )
-            debug = [
-                f"capture  {cap.rate.fps_at(now):5.1f} fps  ({cap.state}, reconnects {cap.reconnects})",
-                process,
-                f"render   {self.render_rate.fps:5.1f} fps",
-                f"dropped  capture→process {self.capture_buf.dropped}  process→display {self.result_buf.dropped}",
-                "latency  capture→display "
-                + (f"p50 {p50:.1f} ms  p95 {p95:.1f} ms" if p50 is not None and p95 is not None else "-"),
-                self._face_age_line(),
-                f"stage    {self.inference.processor_name}  errors {self.processing_errors}",
-                f"faces    {len(faces.entries)} loaded"
-                + (f", {len(faces.problems)} skipped" if faces.problems else "")
-                + (f"  selected: {self.selected_face_name(faces)}" if faces.entries else ""),
-            ]
+        notice = self._config_problem or c.processing.notice
+        if c.processing.no_result_s:
+            shown = "the camera without swaps" if c.display_mode == "live" else "the last frame"
+            notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
+        status = f"{cap.description or cap.kind} · {c.processing.stage}"
         return {
             "status": status if self.cfg.overlay.status_line else "",
             "message": message,
             "notice": notice,
-            "debug_lines": debug,
+            "debug_lines": debug_lines(c) if c.debug else [],
         }
 
     def processing_stalled_s(self, now: float) -> float:
@@ -329,121 +480,20 @@ class KioskApp:
         gap = now - self._t_last_result
         return gap if gap > STALL_S else 0.0
 
-    def _face_age_line(self) -> str:
-        age50, age95 = self.face_age_ms.percentile(50), self.face_age_ms.percentile(95)
-        line = f"display  {self.cfg.display.mode}  face age " + (
-            f"p50 {age50:.0f} ms  p95 {age95:.0f} ms" if age50 is not None and age95 is not None else "-"
-        )
-        feed = self.live_feed
-        if feed is not None:
-            tr = feed.tracker
-            err, stale = tr.carry_error_px.percentile(95), tr.stale_error_px.percentile(95)
-            if err is not None and stale is not None:
-                line += f"  carry err p95 {err:.1f} px (stale {stale:.0f})"
-            line += f"  real-face drops {tr.dropped_total}"
-        return line
-
     # -- stats -----------------------------------------------------------------------------
-    def stats(self) -> dict[str, Any]:
-        now = time.perf_counter()
-        elapsed = now - self._t_start if self._t_start else 0.0
-        provider, gpu_requested, gpu_fallback = self.inference.provider_info()
-        faces = self.library.snapshot
+    def stats(self, counters: Counters | None = None) -> dict[str, Any]:
+        """The stats JSON document from ``counters`` (a fresh snapshot if None)."""
+        if counters is not None and not counters.detailed:
+            raise ValueError("stats need a detailed counters snapshot (latency percentiles)")
+        return stats_dict(counters if counters is not None else self.counters())
 
-        def ms(v: float | None) -> float | None:
-            return None if v is None else round(v, 2)
-
-        return {
-            "duration_s": round(elapsed, 3),
-            "started_unix": round(self._t_start_unix, 3),
-            "frames": {
-                "captured": self.capture.rate.count,
-                "processed": self.inference.rate.count,
-                "rendered": self.render_rate.count,
-            },
-            "dropped": {
-                "capture_to_processing": self.capture_buf.dropped,
-                "processing_to_display": self.result_buf.dropped,
-                "capture_to_display_live": self.live_buf.dropped,
-                "total": self.capture_buf.dropped + self.result_buf.dropped + self.live_buf.dropped,
-            },
-            "fps": {
-                "capture": round(self.capture.rate.mean_fps, 2),
-                "processing": round(self.inference.rate.mean_fps, 2),
-                "render": round(self.render_rate.mean_fps, 2),
-                # draws that showed a new picture (a new result in synced mode, a new camera frame in live)
-                "new_pictures": round(self.latency_ms.count / elapsed, 2) if elapsed > 0 else 0.0,
-            },
-            "fps_now": {  # over the last second, falling once a stage stops
-                "capture": round(self.capture.rate.fps_at(now), 2),
-                "processing": round(self.inference.rate.fps_at(now), 2),
-                "render": round(self.render_rate.fps_at(now), 2),
-            },
-            "latency_ms": {
-                "capture_to_display_p50": ms(self.latency_ms.percentile(50)),
-                "capture_to_display_p95": ms(self.latency_ms.percentile(95)),
-                "capture_to_display_sum": round(self.latency_ms.total, 3),
-                "capture_to_display_samples": self.latency_ms.count,
-                "face_age_p50": ms(self.face_age_ms.percentile(50)),
-                "face_age_p95": ms(self.face_age_ms.percentile(95)),
-                "process_p50": ms(self.inference.process_ms.percentile(50)),
-                "process_p95": ms(self.inference.process_ms.percentile(95)),
-                "process_sum": round(self.inference.process_ms.total, 3),
-                "process_samples": self.inference.process_ms.count,
-                "samples": self.latency_ms.count,
-            },
-            "display": {
-                "mode": self.cfg.display.mode,
-                "live": self.live_feed.tracker.stats() if self.live_feed is not None else None,
-                "live_errors": self.capture.live_errors,
-            },
-            "source": {
-                "description": self.capture.description,
-                "state": self.capture.state,
-                "reconnects": self.capture.reconnects,
-                "last_error": self.capture.last_error,
-            },
-            "processing": {
-                "stage": self.inference.processor_name,
-                "errors": self.processing_errors,
-                "restarts": self.processing_restarts,
-                "last_error": self.inference.last_error,
-                "notice": self._last_notice,
-                "provider": provider,
-                "gpu_requested": gpu_requested,
-                "gpu_fallback": gpu_fallback,
-                "stalled_s": round(self.processing_stalled_s(now), 2),
-                "problem": self.inference.problem,
-                "build_failures": self.inference.build_failures,
-                "abandoned_threads": self.abandoned_threads,
-                "unrecovered_s": round(now - self._t_unrecovered, 2) if self._t_unrecovered else 0.0,
-            },
-            "controls": {
-                "selected_face": self.selected_face_name(faces),
-                "selected_index": self.controls.selected_index(faces.keys) or 0,
-                "actions_applied": self.controls.actions_applied,
-                "last_action": self.controls.last_action,
-                "swap_enabled": self.controls.swap_enabled,
-                "enhance_enabled": self.controls.enhance_enabled,
-                "debug": self.controls.debug,
-            },
-            "faces": {
-                "loaded": len(faces.entries),
-                "names": [e.name for e in faces.entries],
-                "problems": list(faces.problems),
-            },
-            "attract": self.attract,
-            "snapshots_written": self.snapshots_written,
-            "thread_restarts": self.thread_restarts,
-        }
-
-    def write_stats(self) -> None:
+    def write_stats(self, counters: Counters | None = None) -> None:
         if self.opts.stats_json is None:
             return
         path = self.opts.stats_json
         tmp = path.with_name(path.name + ".tmp")
         try:
-            tmp.write_text(json.dumps(self.stats(), indent=2) + "\n")
+            tmp.write_text(json.dumps(self.stats(counters), indent=2) + "\n")
             tmp.replace(path)
         except OSError as exc:  # a stats file must never stop the booth: say so once
             if not self._stats_write_failed:
@@ -481,40 +531,56 @@ class KioskApp:
             log.exception("config change not applied")
             self._config_problem = f"config change not applied: {type(exc).__name__}: {exc}".splitlines()[0]
 
-    def apply_config(self, new: KioskConfig) -> None:
-        """Apply a validated config to the running kiosk, restarting only what changed."""
+    def apply_config(self, new: KioskConfig) -> frozenset[Part]:
+        """Apply a validated config to the running kiosk: rebuild the parts that
+        :data:`kiosk.reload.RELOAD_TABLE` names for the keys that changed, nothing else; returns them."""
         old, self.cfg = self.cfg, new
-        self.session.reconfigure(new, old)  # key bindings, quit policy, UI texts, overlay.debug
-        if self.gamepad is not None:
-            self.gamepad = self._new_gamepad()
-        live_changed = (new.display.mode, new.display.live_track_px, new.display.live_max_age_s) != (
-            old.display.mode,
-            old.display.live_track_px,
-            old.display.live_max_age_s,
-        )
-        if (new.source != old.source and not self._custom_source) or live_changed:
-            log.info("source or live display settings changed: switching capture")
-            if not self._custom_source:
-                self._source_factory = lambda: make_source(new.source, new.base_dir)
-            self.live_feed = self._new_live_feed()
-            self.capture.switch(new.source, self._source_factory, self.live_feed)  # never waits
-        self.inference.anchors = self.anchor_buf if self.live else None
-        processing_changed = (
-            new.processing != old.processing
-            or new.models != old.models
-            or new.mask != old.mask
-            or (new.display.mode, new.display.composite) != (old.display.mode, old.display.composite)
-        )
-        if (processing_changed or new.faces != old.faces) and not self._custom_processor:
+        plan = plan_reload(old, new)
+        if not plan:
+            return plan
+        changed = changed_keys(old, new)
+        log.info("config change (%s): %s", ", ".join(changed), ", ".join(sorted(p.value for p in plan)))
+        self.session.cfg = new  # quit policy and UI texts are read from it where used
+        if Part.INPUT in plan:
+            self.keyboard = KeyboardInput(new.controls.keyboard)
+            if self.gamepad is not None or self._t_start:
+                self.gamepad = self._new_gamepad()
+        if Part.TOGGLES in plan:  # a toggle whose config key changed takes the new value
+            if new.overlay.debug != old.overlay.debug:
+                self.controls.debug = new.overlay.debug
+            if new.processing.enhance != old.processing.enhance:
+                self.controls.enhance_enabled = new.processing.enhance
+        if Part.CAPTURE in plan:
+            self._restart_capture()
+        if Part.LIBRARY in plan:
+            self.library = make_library(new)
+        if Part.STAGE in plan and not self._custom_processor:
             log.info("processing settings changed: rebuilding the processing stage")
-            if new.faces != old.faces or new.processing.source_face != old.processing.source_face:
-                self.library = make_library(new)
             self._processor_factory = default_processor_factory(new, self.library, self.controls)
             self.inference.reconfigure(self._processor_factory, ErrorPolicy.of(new.processing))
-        if new.display != old.display:
-            self._display_changed = True
-        if new.monitoring != old.monitoring:
+        if Part.WINDOW in plan:
+            self._display_changed = True  # reopened by the render loop, on its own thread
+        if Part.LOOP in plan:
+            self.loop_options = LoopOptions.of(new, self.opts)
+        if Part.MONITOR in plan:
             self._reconfigure_monitor()
+        if Part.LOG_LEVEL in plan:
+            logging.getLogger().setLevel(new.logging.level)
+        if Part.RESTART in plan:
+            keys = [k for k in changed if Part.RESTART in RELOAD_TABLE[k]]
+            log.warning("%s: applies at the next start of the kiosk", ", ".join(keys))
+        return plan
+
+    def _restart_capture(self) -> None:
+        """Switch capture to the current source and display mode: the capture thread takes the
+        switch itself (this never waits; one producer per buffer, always)."""
+        new = self.cfg
+        log.info("source or live display settings changed: switching capture")
+        if not self._custom_source:
+            self._source_factory = lambda: make_source(new.source, new.base_dir)
+        self.live_feed = self._new_live_feed()
+        self.capture.switch(new.source, self._source_factory, self.live_feed)  # never waits
+        self.inference.anchors = self.anchor_buf if self.live else None
 
     def _reconfigure_monitor(self) -> None:
         new_path = self.cfg.resolve(self.cfg.monitoring.textfile) if self.cfg.monitoring.textfile else None
@@ -575,14 +641,9 @@ class KioskApp:
         except OSError as exc:
             log.error("screenshot not written: %s", exc)
 
-    def status_text(self) -> str:
+    def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
-        cap = self.capture
-        return (
-            f"{cap.description or self.cfg.source.kind} {cap.state}, render {self.render_rate.fps:.0f} fps, "
-            f"process {self.inference.rate.fps_at():.0f} fps, {self.inference.processor_name}, "
-            f"{len(self.library.snapshot.entries)} faces"
-        )
+        return status_line(counters if counters is not None else self.counters())
 
     def selected_face_name(self, faces: LibrarySnapshot | None = None) -> str:
         """The selected face's name in ``faces`` (default: the library now); "" without faces."""
@@ -603,121 +664,82 @@ class KioskApp:
         renderer.set_frame(frame.frame_bgr, frame.faces)
         return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
 
-    def run(self) -> int:
+    # -- the render loop ---------------------------------------------------------------------
+    def _open_display(self) -> tuple[Any, Any]:
+        """A new surface (window or headless) and a renderer on it, for the current display config."""
         from kiosk.render.options import DisplayOptions
-        from kiosk.render.renderer import OverlayState, Renderer
-        from kiosk.render.reopen import SurfaceReopener, open_display
+        from kiosk.render.renderer import Renderer
         from kiosk.render.window import open_surface
 
+        surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
+        return surface, Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
+
+    def _reopen_display(self) -> None:
+        """``display`` window settings changed (:data:`Part.WINDOW`): ask for a new surface and
+        renderer; a failed reopen keeps the previous settings (else offscreen) and retries."""
+        from kiosk.render.options import DisplayOptions
+
+        self._display_changed = False
+        if self._reopener is not None:
+            self._reopener.request(DisplayOptions.of(self.cfg.display))
+
+    def _reopen_due(self) -> None:
+        """Reopen the display when a requested change (or its retry) is due; never raises while
+        any surface opens."""
+        reopener = self._reopener
+        if reopener is None or not reopener.due():
+            return
+        self.surface, self.renderer = reopener.reopen(self.surface, self.renderer)
+        self.gamepad = self._new_gamepad()
+        self._config_problem = reopener.staff_line(self._config_problem)
+
+    def _new_reopener(self) -> Any:
+        from kiosk.render.options import DisplayOptions
+        from kiosk.render.reopen import SurfaceReopener, open_display
+
+        headless = self.opts.headless  # a failed reopen keeps the old settings, else goes offscreen
+        return SurfaceReopener(
+            lambda d: open_display(d, headless),
+            DisplayOptions.of(self.cfg.display),
+            fallback=None if headless else lambda d: open_display(d, True),
+        )
+
+    def _start_workers(self) -> None:
+        self.capture.start()
+        self.inference.start()
+
+    def run(self) -> int:
+        """Open the display, start the workers, render until stopped; the exit status."""
         self._install_signal_handlers()
         if self.stop.is_set():  # a signal while the kiosk was being built
             self.shutdown()
             self.write_stats()
             self.inference.release()
             return 0
-        surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
-        renderer = Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
-        headless = self.opts.headless  # a failed reopen keeps the old settings, else goes offscreen
-        display: SurfaceReopener[Any, Any] = SurfaceReopener(
-            lambda d: open_display(d, headless),
-            DisplayOptions.of(self.cfg.display),
-            fallback=None if headless else lambda d: open_display(d, True),
-        )
+        from kiosk.render.renderer import OverlayState
+
+        self.surface, self.renderer = self._open_display()
+        self._reopener = self._new_reopener()
+        self._overlay = OverlayState()
         self.gamepad = self._new_gamepad()
-        notifier = SdNotifier.from_env()
-        self._t_start = time.perf_counter()
+        notifier = self._notifier or SdNotifier.from_env()
+        self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
-        self.capture.start()
-        self.inference.start()
-        cap_fps = self.cfg.display.max_fps
-        period = 1.0 / cap_fps if cap_fps > 0 else 0.0
-        next_tick = time.perf_counter()
-        next_stats = self._t_start + self.opts.stats_interval_s
-        next_shot = self._t_start
-        next_supervise = self._t_start + 1.0
-        next_status = self._t_start + 5.0
-        overlay = OverlayState()
+        self._start_workers()
+        o = self.loop_options
+        self._schedule = _Schedule(
+            t0, t0 + o.stats_interval_s, t0, t0 + o.supervise_every_s, t0 + o.status_every_s
+        )
         try:
-            while not self.stop.is_set():
-                keys = surface.poll_events()
-                self._poll_config()
-                if self._display_changed:
-                    self._display_changed = False
-                    display.request(DisplayOptions.of(self.cfg.display))
-                if display.due():  # never raises while any surface opens; retries with back-off
-                    surface, renderer = display.reopen(surface, renderer)
-                    self.gamepad = self._new_gamepad()
-                    self._config_problem = display.staff_line(self._config_problem)
-                if surface.should_close():
-                    break
-                result = self.result_buf.read()
-                if result is not None:
-                    if not self.live:
-                        renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
-                    self._last_notice = result.notice
-                    self._t_last_result = time.perf_counter()
-                shown = self._picture(renderer, result)
-                now = time.perf_counter()
+            while not self.stop.is_set() and self._frame(notifier):
+                self._pace()
+            if self.opts.screenshot is not None:  # the last frame, drawn once more for the PNG
+                size = self.surface.begin_frame()
                 mono = time.monotonic()
-                view = self.session.step(keys, result, mono, self._config_problem)
-                if view.quit_requested:
-                    self.stop.set()
-                overlay = OverlayState(**self.overlay_texts(now))
-                size = surface.begin_frame()
-                renderer.draw(size, overlay, booth=view.booth, now=mono)
-                if self.controls.snapshot_requested:
-                    self._take_snapshot(surface)
-                if self.opts.screenshot_every_s and now >= next_shot:
-                    self._write_screenshot(surface)
-                    next_shot = now + self.opts.screenshot_every_s
-                surface.end_frame()
-                t_shown = time.perf_counter()
-                self.render_rate.tick(t_shown)
-                if self.render_rate.count == 1:
-                    notifier.ready(status="running")
-                unhealthy_s = self._check_pipeline(t_shown)
-                if unhealthy_s <= self.cfg.processing.stall_s:
-                    notifier.watchdog()  # rate-limited to WATCHDOG_USEC/2 inside
-                if unhealthy_s > self.cfg.processing.recovery_s:
-                    log.error(
-                        "processing has not recovered for %.0f s: exiting with status 3 so that systemd "
-                        "restarts the kiosk",
-                        unhealthy_s,
-                    )
-                    self.exit_code = 3
-                    break
-                if t_shown >= next_status:
-                    notifier.status(self.status_text())
-                    next_status = t_shown + 5.0
-                if shown is not None:
-                    self.latency_ms.add((t_shown - shown[0]) * 1000.0)
-                    if shown[1] is not None:
-                        self.face_age_ms.add((t_shown - shown[1]) * 1000.0)
-                if self.opts.frames and self.render_rate.count >= self.opts.frames:
-                    break
-                if self.opts.seconds and t_shown - self._t_start >= self.opts.seconds:
-                    break
-                if self.opts.stats_interval_s and t_shown >= next_stats:
-                    self.write_stats()
-                    next_stats = t_shown + self.opts.stats_interval_s
-                if self.monitor is not None and self.monitor.due(t_shown):
-                    self.monitor.submit(self.stats())
-                if t_shown >= next_supervise:
-                    self._supervise()
-                    next_supervise = t_shown + 1.0
-                if period:
-                    next_tick += period
-                    delay = next_tick - time.perf_counter()
-                    if delay > 0:
-                        time.sleep(delay)
-                    elif delay < -0.25:
-                        next_tick = time.perf_counter()
-            if self.opts.screenshot is not None:
-                size = surface.begin_frame()
-                final = self.session.view(time.monotonic(), self._config_problem)
-                renderer.draw(size, overlay, booth=final.booth, now=time.monotonic())
-                self._write_screenshot(surface)
+                final = self.session.view(mono, self._config_problem)
+                self.renderer.draw(size, self._overlay, booth=final.booth, now=mono)
+                self._write_screenshot(self.surface)
         finally:
             notifier.stopping()
             self.shutdown()
@@ -726,10 +748,118 @@ class KioskApp:
                 self.monitor.close(self.stats())  # up 0
                 self.monitor = None
             notifier.close()
-            renderer.release()
-            surface.close()
+            self.renderer.release()
+            self.surface.close()
             self.inference.release()  # the models' sessions, after the last stats
         return self.exit_code
+
+    def _frame(self, notifier: SdNotifier) -> bool:
+        """One iteration of the render loop: config, picture, booth, draw, then the due work.
+        False ends the run."""
+        from kiosk.render.renderer import OverlayState
+
+        self._poll_config()
+        if self._display_changed:
+            self._reopen_display()
+        self._reopen_due()
+        result = self.result_buf.read()
+        if result is not None:
+            if not self.loop_options.live:
+                self.renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
+            self._last_notice = result.notice
+            self._t_last_result = self._clock()
+        shown = self._picture(self.renderer, result)
+        # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
+        mono = time.monotonic()
+        view = self.session.step(self.surface.poll_events(), result, mono, self._config_problem)
+        if view.quit_requested:
+            self.stop.set()
+        booth = view.booth
+        # --
+        if self.surface.should_close():
+            return False
+        now = self._clock()
+        reports = self._reports_due(now)
+        # the frame's one snapshot: overlay, STATUS, stats file, monitoring
+        counters = self.counters(now, detailed=self.controls.debug or reports.stats or reports.monitor)
+        self._overlay = OverlayState(**self.overlay_texts(now, counters))
+        self._draw(self._overlay, booth, mono, now)
+        t_shown = self._clock()
+        self.render_rate.tick(t_shown)
+        if shown is not None:
+            self.latency_ms.add((t_shown - shown[0]) * 1000.0)
+            if shown[1] is not None:
+                self.face_age_ms.add((t_shown - shown[1]) * 1000.0)
+        if self.render_rate.count == 1:
+            notifier.ready(status="running")
+        return self._after_frame(t_shown, counters, reports, notifier)
+
+    def _draw(self, overlay: Any, booth: Any, mono: float, now: float) -> None:
+        """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
+        surface = self.surface
+        size = surface.begin_frame()
+        self.renderer.draw(size, overlay, booth=booth, now=mono)
+        if self.controls.snapshot_requested:
+            self._take_snapshot(surface)
+        every = self.loop_options.screenshot_every_s
+        if every and now >= self._schedule.shot:
+            self._write_screenshot(surface)
+            self._schedule.shot = now + every
+        surface.end_frame()
+
+    def _reports_due(self, now: float) -> _Reports:
+        """Which reports this frame sends (and when the next ones are due)."""
+        o, due = self.loop_options, self._schedule
+        status = now >= due.status
+        if status:
+            due.status = now + o.status_every_s
+        stats = bool(o.stats_interval_s) and now >= due.stats
+        if stats:
+            due.stats = now + o.stats_interval_s
+        monitor = self.monitor is not None and self.monitor.due(now)
+        return _Reports(status, stats, monitor)
+
+    def _after_frame(self, t: float, counters: Counters, reports: _Reports, notifier: SdNotifier) -> bool:
+        """Supervision and reports due at ``t``; False ends the run (limits reached, or exit 3)."""
+        o, due = self.loop_options, self._schedule
+        unhealthy_s = self._check_pipeline(t)
+        if unhealthy_s <= o.stall_s:
+            notifier.watchdog()  # rate-limited to WATCHDOG_USEC/2 inside
+        if unhealthy_s > o.recovery_s:
+            log.error(
+                "processing has not recovered for %.0f s: exiting with status 3 so that systemd "
+                "restarts the kiosk",
+                unhealthy_s,
+            )
+            self.exit_code = 3
+            return False
+        if reports.status:
+            notifier.status(self.status_text(counters))
+        if o.frames and self.render_rate.count >= o.frames:
+            return False
+        if o.seconds and t - self._t_start >= o.seconds:
+            return False
+        if reports.stats:
+            self.write_stats(counters)
+        if reports.monitor and self.monitor is not None:
+            self.monitor.submit(self.stats(counters))
+        if t >= due.supervise:
+            self._supervise()
+            due.supervise = t + o.supervise_every_s
+        return True
+
+    def _pace(self) -> None:
+        """Sleep until the next frame is due at ``display.max_fps`` (no catching up after a hitch)."""
+        period = self.loop_options.period_s
+        if not period:
+            return
+        due = self._schedule
+        due.tick += period
+        delay = due.tick - self._clock()
+        if delay > 0:
+            self._sleep(delay)
+        elif delay < -0.25:
+            due.tick = self._clock()
 
     def shutdown(self, timeout_s: float = 1.0) -> None:
         """Stop and join the worker threads (the capture thread releases the camera), then the

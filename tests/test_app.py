@@ -130,8 +130,8 @@ def test_source_failure_shows_message_keeps_rendering_and_recovers():
     rendered_during_outage: list[int] = []
     real = app.overlay_texts
 
-    def spy(now):
-        texts = real(now)
+    def spy(now, *counters):
+        texts = real(now, *counters)
         if texts["message"]:
             seen_messages.append(texts["message"])
             rendered_during_outage.append(app.render_rate.count)
@@ -277,8 +277,8 @@ def test_overlay_says_stalled_instead_of_a_rate_while_processing_hangs():
     lines: list[tuple[int, str]] = []
     real = app.overlay_texts
 
-    def spy(now):
-        texts = real(now)
+    def spy(now, *counters):
+        texts = real(now, *counters)
         lines.append((HangsAfterTen.calls, next(x for x in texts["debug_lines"] if x.startswith("process"))))
         return texts
 

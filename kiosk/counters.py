@@ -1,0 +1,249 @@
+"""One frozen snapshot of the kiosk's counters, taken once per rendered frame.
+
+The render loop reads the worker threads' meters once (:meth:`kiosk.app.KioskApp.counters`) and
+every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
+the monitoring textfile (:func:`stats_dict`), the debug overlay (:func:`debug_lines`) and systemd's
+``STATUS=`` (:func:`status_line`). So the four never disagree about one moment, and a rate is
+computed in one place: a processing thread that is hung, abandoned or dead reports 0 frames per
+second and "stalled", never the rate it had before it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CaptureCounters:
+    description: str
+    kind: str  # source.kind, for "Camera"/"Video source" messages
+    state: str
+    last_error: str
+    reconnects: int
+    frames: int
+    mean_fps: float
+    fps_now: float
+    live_errors: int
+
+
+@dataclass(frozen=True)
+class ProcessingCounters:
+    stage: str
+    frames: int  # over every inference thread since start (abandoned and dead ones included)
+    mean_fps: float
+    #: Over the last second; 0 while the thread is hung, being replaced or dead.
+    fps_now: float
+    #: Seconds processing has been unhealthy (a call hung past its bound, or not yet working again
+    #: after one was abandoned); 0 when healthy.
+    stalled_for_s: float
+    #: Seconds without a processed frame on screen while the source runs, once over STALL_S; else 0.
+    no_result_s: float
+    #: The thread died while the kiosk runs (the supervisor starts a new one within a second).
+    dead: bool
+    unrecovered_s: float
+    process_p50: float | None
+    process_p95: float | None
+    process_sum: float  # ms, over every inference thread
+    process_samples: int
+    errors: int
+    restarts: int
+    build_failures: int
+    abandoned_threads: int
+    last_error: str
+    problem: str
+    notice: str
+    provider: str
+    gpu_requested: str | None
+    gpu_fallback: bool
+
+
+@dataclass(frozen=True)
+class RenderCounters:
+    frames: int
+    mean_fps: float
+    fps_now: float
+    new_pictures: int  # draws that showed a new picture
+    latency_p50: float | None
+    latency_p95: float | None
+    latency_sum: float
+    face_age_p50: float | None
+    face_age_p95: float | None
+
+
+@dataclass(frozen=True)
+class Counters:
+    t: float  # the render loop's clock when taken
+    detailed: bool  # with the latency percentiles (else they read None)
+    duration_s: float
+    started_unix: float
+    capture: CaptureCounters
+    processing: ProcessingCounters
+    render: RenderCounters
+    dropped_capture_to_processing: int
+    dropped_processing_to_display: int
+    dropped_capture_to_display_live: int
+    display_mode: str
+    live: dict[str, Any] | None  # the live tracker's figures (display.mode: live), else None
+    carry_err_p95: float | None
+    stale_err_p95: float | None
+    real_face_drops: int
+    faces: tuple[str, ...]  # names of the faces loaded, in carousel order
+    face_problems: tuple[str, ...]
+    selected_face: str
+    selected_index: int
+    actions_applied: int
+    last_action: str
+    swap_enabled: bool
+    enhance_enabled: bool
+    debug: bool
+    attract: bool
+    snapshots_written: int
+    thread_restarts: int
+
+
+def _ms(v: float | None) -> float | None:
+    return None if v is None else round(v, 2)
+
+
+def stats_dict(c: Counters) -> dict[str, Any]:
+    """The ``--stats-json`` document (also what the monitoring textfile is rendered from)."""
+    cap, proc, ren = c.capture, c.processing, c.render
+    dropped = (
+        c.dropped_capture_to_processing,
+        c.dropped_processing_to_display,
+        c.dropped_capture_to_display_live,
+    )
+    return {
+        "duration_s": round(c.duration_s, 3),
+        "started_unix": round(c.started_unix, 3),
+        "frames": {"captured": cap.frames, "processed": proc.frames, "rendered": ren.frames},
+        "dropped": {
+            "capture_to_processing": dropped[0],
+            "processing_to_display": dropped[1],
+            "capture_to_display_live": dropped[2],
+            "total": sum(dropped),
+        },
+        "fps": {
+            "capture": round(cap.mean_fps, 2),
+            "processing": round(proc.mean_fps, 2),
+            "render": round(ren.mean_fps, 2),
+            # draws that showed a new picture (a new result in synced mode, a new camera frame in live)
+            "new_pictures": round(ren.new_pictures / c.duration_s, 2) if c.duration_s > 0 else 0.0,
+        },
+        "fps_now": {  # over the last second, 0 for a stage that has stopped
+            "capture": round(cap.fps_now, 2),
+            "processing": round(proc.fps_now, 2),
+            "render": round(ren.fps_now, 2),
+        },
+        "latency_ms": {
+            "capture_to_display_p50": _ms(ren.latency_p50),
+            "capture_to_display_p95": _ms(ren.latency_p95),
+            "capture_to_display_sum": round(ren.latency_sum, 3),
+            "capture_to_display_samples": ren.new_pictures,
+            "face_age_p50": _ms(ren.face_age_p50),
+            "face_age_p95": _ms(ren.face_age_p95),
+            "process_p50": _ms(proc.process_p50),
+            "process_p95": _ms(proc.process_p95),
+            "process_sum": round(proc.process_sum, 3),
+            "process_samples": proc.process_samples,
+            "samples": ren.new_pictures,
+        },
+        "display": {"mode": c.display_mode, "live": c.live, "live_errors": cap.live_errors},
+        "source": {
+            "description": cap.description,
+            "state": cap.state,
+            "reconnects": cap.reconnects,
+            "last_error": cap.last_error,
+        },
+        "processing": {
+            "stage": proc.stage,
+            "errors": proc.errors,
+            "restarts": proc.restarts,
+            "last_error": proc.last_error,
+            "notice": proc.notice,
+            "provider": proc.provider,
+            "gpu_requested": proc.gpu_requested,
+            "gpu_fallback": proc.gpu_fallback,
+            "stalled_s": round(proc.no_result_s, 2),
+            "problem": proc.problem,
+            "build_failures": proc.build_failures,
+            "abandoned_threads": proc.abandoned_threads,
+            "unrecovered_s": round(proc.unrecovered_s, 2),
+        },
+        "controls": {
+            "selected_face": c.selected_face,
+            "selected_index": c.selected_index,
+            "actions_applied": c.actions_applied,
+            "last_action": c.last_action,
+            "swap_enabled": c.swap_enabled,
+            "enhance_enabled": c.enhance_enabled,
+            "debug": c.debug,
+        },
+        "faces": {"loaded": len(c.faces), "names": list(c.faces), "problems": list(c.face_problems)},
+        "attract": c.attract,
+        "snapshots_written": c.snapshots_written,
+        "thread_restarts": c.thread_restarts,
+    }
+
+
+def process_rate_text(c: Counters) -> str:
+    """The processing rate, or how long it has been stalled: never a stopped thread's old rate."""
+    proc = c.processing
+    if proc.stalled_for_s:
+        return f"stalled ({proc.stalled_for_s:.0f} s)"
+    if proc.dead:
+        return "stopped (restarting)"
+    return f"{proc.fps_now:5.1f} fps"
+
+
+def debug_lines(c: Counters) -> list[str]:
+    """The debug overlay's lines (``overlay.debug`` / the toggle_debug action)."""
+    cap, proc, ren = c.capture, c.processing, c.render
+    if proc.stalled_for_s or proc.dead:
+        process = f"process  {process_rate_text(c)}"
+    else:
+        process = f"process  {process_rate_text(c)}  " + (
+            f"{proc.process_p50:.1f} ms p50" if proc.process_p50 is not None else "-"
+        )
+    lat = (
+        f"p50 {ren.latency_p50:.1f} ms  p95 {ren.latency_p95:.1f} ms"
+        if ren.latency_p50 is not None and ren.latency_p95 is not None
+        else "-"
+    )
+    age = (
+        f"p50 {ren.face_age_p50:.0f} ms  p95 {ren.face_age_p95:.0f} ms"
+        if ren.face_age_p50 is not None and ren.face_age_p95 is not None
+        else "-"
+    )
+    display = f"display  {c.display_mode}  face age {age}"
+    if c.live is not None:
+        if c.carry_err_p95 is not None and c.stale_err_p95 is not None:
+            display += f"  carry err p95 {c.carry_err_p95:.1f} px (stale {c.stale_err_p95:.0f})"
+        display += f"  real-face drops {c.real_face_drops}"
+    faces = f"faces    {len(c.faces)} loaded"
+    if c.face_problems:
+        faces += f", {len(c.face_problems)} skipped"
+    if c.faces:
+        faces += f"  selected: {c.selected_face}"
+    return [
+        f"capture  {cap.fps_now:5.1f} fps  ({cap.state}, reconnects {cap.reconnects})",
+        process,
+        f"render   {ren.fps_now:5.1f} fps",
+        f"dropped  capture→process {c.dropped_capture_to_processing}  "
+        f"process→display {c.dropped_processing_to_display}",
+        f"latency  capture→display {lat}",
+        display,
+        f"stage    {proc.stage}  errors {proc.errors}",
+        faces,
+    ]
+
+
+def status_line(c: Counters) -> str:
+    """One line for systemd's ``STATUS=`` (``systemctl status faceswap-kiosk``)."""
+    cap, proc = c.capture, c.processing
+    process = process_rate_text(c) if proc.stalled_for_s or proc.dead else f"{proc.fps_now:.0f} fps"
+    return (
+        f"{cap.description or cap.kind} {cap.state}, render {c.render.fps_now:.0f} fps, "
+        f"process {process}, {proc.stage}, {len(c.faces)} faces"
+    )

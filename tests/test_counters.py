@@ -1,0 +1,90 @@
+"""The counters snapshot (kiosk/counters.py): a processing thread that is hung or dead reports no rate
+anywhere (overlay, STATUS, stats JSON, hence monitoring), the totals survive an abandoned thread,
+and the outputs derive from the snapshot, not from the threads' live state."""
+
+from __future__ import annotations
+
+import time
+
+from kiosk.app import KioskApp, RunOptions
+from kiosk.config import KioskConfig
+
+
+def _app() -> KioskApp:
+    cfg = KioskConfig.model_validate(
+        {"source": {"kind": "synthetic"}, "processing": {"enabled": False}, "overlay": {"debug": True}}
+    )
+    return KioskApp(cfg, RunOptions(headless=True))
+
+
+def _processed_at_30_fps(app: KioskApp, t_end: float, n: int = 30) -> None:
+    """The inference thread's meters as if it processed ``n`` frames at 30 fps up to ``t_end``."""
+    inf = app.inference
+    for k in range(n):
+        t = t_end - (n - 1 - k) / 30.0
+        inf.rate.tick(t)
+        inf.process_ms.add(20.0)
+
+
+def _process_line(app: KioskApp, now: float) -> str:
+    return next(x for x in app.overlay_texts(now)["debug_lines"] if x.startswith("process"))
+
+
+def test_a_hung_processing_call_shows_stalled_and_no_rate_everywhere() -> None:
+    """0.7 s after the last frame, the call running since then is past its 0.5 s bound: the last
+    second's window still holds 30 frames, but no output may show that rate."""
+    app = _app()
+    now = time.perf_counter()  # the threads' clock: STATUS and stats read it themselves
+    _processed_at_30_fps(app, now - 0.7)
+    app.inference.busy_allowance = 0.5
+    app.inference.busy_since = now - 0.7
+    c = app.counters(now)
+    assert c.processing.stalled_for_s > 0.5 and c.processing.fps_now == 0.0
+    assert "stalled" in _process_line(app, now)
+    assert "process stalled" in app.status_text(), app.status_text()
+    assert app.stats()["fps_now"]["processing"] == 0.0
+    app.inference.busy_since = 0.0  # the call returned: the rate is back
+    assert app.counters(now).processing.fps_now > 20
+
+
+def test_a_dead_inference_thread_shows_no_rate() -> None:
+    app = _app()
+    now = time.perf_counter()
+    app._t_start = now - 10.0  # running, but the inference thread is not alive (died)
+    _processed_at_30_fps(app, now - 0.3)
+    assert not app.inference.is_alive()
+    assert app.counters(now).processing.fps_now == 0.0
+    assert _process_line(app, now) == "process  stopped (restarting)"
+    assert "process stopped (restarting)" in app.status_text()
+    assert app.stats()["fps_now"]["processing"] == 0.0
+
+
+def test_processed_frames_and_times_keep_counting_across_an_abandoned_thread() -> None:
+    app = _app()
+    try:
+        now = time.perf_counter()
+        _processed_at_30_fps(app, now - 6.0)
+        app.inference.busy_allowance = 0.5
+        app.inference.busy_since = now - 5.9
+        before = app.stats()
+        app._check_pipeline(now)  # abandons the hung thread; a fresh one takes over
+        assert app.abandoned_threads == 1
+        after = app.stats()
+        assert after["frames"]["processed"] == before["frames"]["processed"] == 30
+        assert after["latency_ms"]["process_samples"] == 30
+        assert after["latency_ms"]["process_sum"] == before["latency_ms"]["process_sum"] == 600.0
+        assert after["processing"]["abandoned_threads"] == 1
+    finally:
+        app.shutdown(0.5)
+
+
+def test_the_outputs_come_from_the_snapshot_not_the_live_threads() -> None:
+    app = _app()
+    now = time.perf_counter()
+    _processed_at_30_fps(app, now)
+    c = app.counters(now)
+    _processed_at_30_fps(app, now + 2.0, n=90)  # the threads move on after the snapshot
+    app.snapshots_written = 7
+    s = app.stats(c)
+    assert s["frames"]["processed"] == 30 and s["snapshots_written"] == 0
+    assert app.stats()["frames"]["processed"] == 120  # a fresh snapshot sees them

@@ -1,0 +1,187 @@
+"""Live reload is a declared table (kiosk/reload.py): every config key has a row, and changing a key in
+a constructed kiosk rebuilds exactly the parts its row names, observed on the app itself (a new
+capture thread, a new library, a stage rebuild handed to the inference thread, the window marked
+for reopening, new loop options, new bindings, toggles, monitor, log level)."""
+
+from __future__ import annotations
+
+import logging
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from kiosk.app import KioskApp, RunOptions
+from kiosk.config import KioskConfig
+from kiosk.reload import RELOAD_TABLE, Part, plan_reload
+
+BASE = {"source": {"kind": "synthetic"}, "processing": {"enabled": False}}
+
+
+def _config_keys() -> set[str]:
+    keys = set()
+    for section, field in KioskConfig.model_fields.items():
+        if field.exclude:  # base_dir: where the file is, not a setting
+            continue
+        model = field.annotation
+        assert isinstance(model, type) and issubclass(model, BaseModel), section
+        keys |= {f"{section}.{name}" for name in model.model_fields}
+    return keys
+
+
+def test_every_config_key_has_a_row_and_every_row_a_key() -> None:
+    keys = _config_keys()
+    assert sorted(keys - set(RELOAD_TABLE)) == [], "declare these keys in kiosk/reload.py RELOAD_TABLE"
+    assert sorted(set(RELOAD_TABLE) - keys) == [], "RELOAD_TABLE names keys the config no longer has"
+
+
+def _candidates(value: Any, annotation: Any) -> list[Any]:
+    """Values other than ``value`` that a field of ``annotation`` may take (the first valid one is used)."""
+    out: list[Any] = []
+    args = typing.get_args(annotation)
+    literals = (
+        [a for a in args if not isinstance(a, type)]
+        if typing.get_origin(annotation) is typing.Literal
+        else []
+    )
+    out += [v for v in literals if v != value]
+    if isinstance(value, bool):
+        out.append(not value)
+    elif isinstance(value, int | float):
+        out += [value + 1, value * 2, value / 2, value - 1, 1]
+    elif isinstance(value, str):
+        out += [value + "x", "other.onnx"]
+    elif isinstance(value, tuple):
+        out.append(tuple(0.1 for _ in value))
+    elif isinstance(value, list):
+        out += [[*value, "extra"], [*value, "CUDAExecutionProvider"], list(reversed(value))]
+    elif isinstance(value, dict):
+        out.append({**value, "next_face": ["X"], "prev_face": ["A"]})
+    elif isinstance(value, BaseModel):  # a nested section: change its first field that can change
+        for name, field in type(value).model_fields.items():
+            for cand in _candidates(getattr(value, name), field.annotation):
+                out.append(value.model_copy(update={name: cand}))
+    elif value is None:
+        out += ["faces", "photo.jpg", True, "other.onnx", "kiosk.prom"]
+    return out
+
+
+def _changed(cfg: KioskConfig, key: str) -> KioskConfig:
+    section_name, name = key.split(".")
+    section = getattr(cfg, section_name)
+    field = type(section).model_fields[name]
+    for cand in _candidates(getattr(section, name), field.annotation):
+        data = section.model_dump()
+        data[name] = cand.model_dump() if isinstance(cand, BaseModel) else cand
+        try:
+            new_section = type(section).model_validate(data)
+        except ValueError:
+            continue
+        if getattr(new_section, name) != getattr(section, name):
+            return cfg.model_copy(update={section_name: new_section})
+    raise AssertionError(f"no other valid value found for {key}")
+
+
+def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) -> set[Part]:
+    """Apply ``new`` and report what was rebuilt, from the app's own state."""
+    stage: list[object] = []
+    app.inference.reconfigure = lambda build, *policy: stage.append(build)  # type: ignore[method-assign]
+    monitor: list[bool] = []
+    real_monitor = app._reconfigure_monitor
+    app._reconfigure_monitor = lambda: (monitor.append(True), real_monitor())[1]  # type: ignore[method-assign]
+    before = (app.capture, app.library, app.loop_options, app.keyboard, app.controls.debug)
+    enhance = app.controls.enhance_enabled
+    app._display_changed = False  # the render loop would have reopened the window by now
+    root = logging.getLogger()
+    level = root.level
+    caplog.clear()
+    try:
+        with caplog.at_level(logging.INFO, logger="kiosk.app"):
+            root.setLevel(logging.WARNING)  # a level the config's INFO/DEBUG/ERROR differ from
+            app.apply_config(new)
+            seen_level = root.level
+    finally:
+        root.setLevel(level)
+    parts: set[Part] = set()
+    if app.capture is not before[0]:
+        parts.add(Part.CAPTURE)
+    if app.library is not before[1]:
+        parts.add(Part.LIBRARY)
+    if stage:
+        parts.add(Part.STAGE)
+    if app._display_changed:
+        parts.add(Part.WINDOW)
+    if app.loop_options is not before[2]:
+        parts.add(Part.LOOP)
+    if app.keyboard is not before[3]:
+        parts.add(Part.INPUT)
+    if app.controls.debug != before[4] or app.controls.enhance_enabled != enhance:
+        parts.add(Part.TOGGLES)
+    if monitor:
+        parts.add(Part.MONITOR)
+    if seen_level != logging.WARNING:
+        parts.add(Part.LOG_LEVEL)
+    if any("applies at the next start" in r.getMessage() for r in caplog.records):
+        parts.add(Part.RESTART)
+    return parts
+
+
+@pytest.mark.parametrize("key", sorted(RELOAD_TABLE))
+def test_changing_a_key_rebuilds_exactly_what_the_table_says(
+    key: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = KioskConfig.model_validate(BASE).model_copy(update={"base_dir": tmp_path})
+    new = _changed(cfg, key)
+    assert plan_reload(cfg, new) == RELOAD_TABLE[key]
+    app = KioskApp(cfg, RunOptions(headless=True))
+    try:
+        assert _observe(app, new, caplog) == set(RELOAD_TABLE[key]), key
+        assert app.cfg is new
+        assert _observe(app, new, caplog) == set(), "the same config again rebuilds nothing"
+    finally:
+        app.shutdown(0.5)
+    assert not app.capture.is_alive()  # a kiosk that is not running gets no thread started
+
+
+def test_display_composite_rebuilds_the_stage_with_the_new_composite_and_keeps_the_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """display.composite: cpu makes the rebuilt stage paste faces itself (the renderer then draws the
+    frame as it comes, ``faces_pasted``); the window is not reopened for it."""
+    import kiosk.booth.processor as booth_processor
+    from kiosk.pipeline import stage_composite
+
+    built: list[str] = []
+    monkeypatch.setattr(
+        booth_processor,
+        "build_booth_processor",
+        lambda cfg, library, controls: built.append(stage_composite(cfg)),
+    )
+    cfg = KioskConfig.model_validate({"source": {"kind": "synthetic"}}).model_copy(
+        update={"base_dir": tmp_path}
+    )
+    app = KioskApp(cfg, RunOptions(headless=True))
+    builds: list[Any] = []
+    app.inference.reconfigure = lambda build, *policy: builds.append(build)  # type: ignore[method-assign]
+    app.apply_config(cfg.model_copy(update={"display": cfg.display.model_copy(update={"composite": "cpu"})}))
+    assert len(builds) == 1
+    builds[0]()  # what the loader thread runs
+    assert built == ["cpu"]
+    assert not app._display_changed
+    live = app.cfg.model_copy(update={"display": app.cfg.display.model_copy(update={"mode": "live"})})
+    app.apply_config(live)
+    builds[-1]()
+    assert built == ["cpu", "gpu"]  # the live display always composites on the GPU
+    app.shutdown(0.5)
+
+
+def test_readme_shows_the_table() -> None:
+    from kiosk.reload import table_markdown
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert table_markdown() in readme, "README's live-reload table: paste kiosk.reload.table_markdown()"
+    rows = table_markdown().splitlines()[2:]
+    sections = {line.split("`")[1] for line in rows}
+    assert sections == {k.split(".")[0] for k in RELOAD_TABLE}
