@@ -198,12 +198,12 @@ def _run_with_switch(
             timing["t_switch"] = t0
             timing["apply_s"] = time.perf_counter() - t0
 
-    def overlay(now: float):  # type: ignore[no-untyped-def]
+    def overlay(now: float, *counters):  # type: ignore[no-untyped-def]
         frames.append(now)
         cap = app.capture
         if "t_new" not in timing and cap.state == "running" and cap.description.startswith("blocking (200"):
             timing["t_new"] = now  # the new source's first frame is out
-        return real_overlay(now)
+        return real_overlay(now, *counters)
 
     app._poll_config = poll  # type: ignore[method-assign]
     app.overlay_texts = overlay  # type: ignore[method-assign]

@@ -92,6 +92,7 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
     real_monitor = app._reconfigure_monitor
     app._reconfigure_monitor = lambda: (monitor.append(True), real_monitor())[1]  # type: ignore[method-assign]
     before = (app.capture, app.library, app.loop_options, app.keyboard, app.controls.debug)
+    pending = app.capture.switch_pending
     enhance = app.controls.enhance_enabled
     app._display_changed = False  # the render loop would have reopened the window by now
     root = logging.getLogger()
@@ -105,8 +106,8 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
     finally:
         root.setLevel(level)
     parts: set[Part] = set()
-    if app.capture is not before[0]:
-        parts.add(Part.CAPTURE)
+    if app.capture is not before[0] or app.capture.switch_pending is not pending:
+        parts.add(Part.CAPTURE)  # the capture thread was asked to switch (it takes it itself)
     if app.library is not before[1]:
         parts.add(Part.LIBRARY)
     if stage:

@@ -172,8 +172,8 @@ def _run_with_display_change(
                 during()
             app.apply_config(new)
 
-    def overlay(now: float):  # type: ignore[no-untyped-def]
-        texts = real_overlay(now)
+    def overlay(now: float, *counters):  # type: ignore[no-untyped-def]
+        texts = real_overlay(now, *counters)
         frames.append(now)
         notices.append(texts["notice"])
         return texts
