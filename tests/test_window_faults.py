@@ -538,9 +538,9 @@ def test_sighup_reloads_and_sigterm_exits_0_in_a_real_window(kiosk_in_window):
     assert live_swapped_share(after) >= 0.75, [(round(s.t, 2), s.tinted, s.counter) for s in after]
     rc, took = k.terminate(signal.SIGTERM)
     assert rc == 0, f"exit status {rc}:\n{k.tail(40)}"
-    # The 2 s bound is asserted without screenshots by test_booth_signals; here each --screenshot-every
-    # frame (read back and PNG-encoded in the render loop) and the exit screenshot come on top, and on
-    # a loaded 2-core machine (load 10) a shot stalls the loop ~0.5 s: 3.8 s measured. A hang or an abort fails.
-    assert took < 5.0, f"SIGTERM took {took:.2f} s"
+    # The 2 s bound is asserted headless by test_booth_signals. A window kiosk on the shared 2-core VM
+    # at load ~12 measured 0.6-3.5 s without screenshots and 2.5-5.5 s with them (each one stalls the
+    # render loop), so only a hang or an abort fails here (and the 10 s wait in terminate()).
+    assert took < 8.0, f"SIGTERM took {took:.2f} s:\n{k.tail(10)}"
     k.assert_no_traceback()
     print(f"\nSIGHUP applied {t_reload:.2f} s after the signal; SIGTERM: exit {rc} in {took:.2f} s")
