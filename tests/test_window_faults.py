@@ -378,7 +378,7 @@ def test_face_keys_pressed_while_the_faces_folder_changes(kiosk_in_window):
         "zz_truncated.jpg": jpeg[: len(jpeg) // 3],
         "zz_empty.png": b"",
     }
-    t_end = time.monotonic() + 14.0
+    t_end = time.monotonic() + 10.0
     cycles = 0
     try:
         while time.monotonic() < t_end and k.proc.poll() is None:
@@ -401,7 +401,7 @@ def test_face_keys_pressed_while_the_faces_folder_changes(kiosk_in_window):
         masher.join(30)
     k.assert_alive(f"after {presses[0]} face-key presses in {cycles} faces-folder changes")
     assert not errors, errors
-    assert presses[0] >= 100 and cycles >= 5, (presses, cycles)
+    assert presses[0] >= 80 and cycles >= 4, (presses, cycles)
 
     # The booth settles on p1..p4; pick_face_3 picks p3 and the swap carries its identity.
     time.sleep(1.0)
@@ -429,15 +429,15 @@ def test_face_keys_pressed_while_the_faces_folder_changes(kiosk_in_window):
 
 # -- b. model calls failing now and then; a model file corrupted, then repaired ----------------------
 def test_model_faults_keep_the_window_drawing_and_the_swap_comes_back(kiosk_in_window):
-    """1. 8 % of the ONNX Runtime calls raise for 5 s: the swap stays on screen, the window live.
+    """1. 8 % of the ONNX Runtime calls raise for 4 s: the swap stays on screen, the window live.
     2. The swapper file is corrupted on disk and every call raises: the stage is dropped and cannot
        be rebuilt; the window keeps drawing new frames and the staff notice (amber) says why.
     3. The calls work again, the file is still corrupt; 4. the right file is copied in: the swap
        comes back without a restart and the notice goes."""
     k = kiosk_in_window("wf-models")
     k.wait_live_swap(60)
-    k.model_faults(errors={"until": time.time() + 5.0, "rate": 0.08})
-    flaky = k.watch(5.0)
+    k.model_faults(errors={"until": time.time() + 4.0, "rate": 0.08})
+    flaky = k.watch(4.0)
     k.model_faults()
     share_flaky = live_swapped_share(flaky)
     assert share_flaky >= 0.75, f"swap on live frames in {share_flaky:.0%} with 8 % failing calls"
@@ -450,7 +450,7 @@ def test_model_faults_keep_the_window_drawing_and_the_swap_comes_back(kiosk_in_w
     t_out, _ = k.wait_for(
         "the swap off screen", lambda s: len(s) >= 2 and not s[-1].tinted and not s[-2].tinted, 15
     )
-    out = k.watch(4.0)
+    out = k.watch(3.0)
     notice_out = k.stats()["processing"]["notice"]
     k.save_last("models-out")
     assert moving_share(out) >= 0.75, "the window froze while the swap was out"
@@ -459,7 +459,7 @@ def test_model_faults_keep_the_window_drawing_and_the_swap_comes_back(kiosk_in_w
     assert "inswapper_128.onnx" in notice_out, notice_out  # names the file (stats: the same text)
 
     k.model_faults()  # the calls work again; the file is still corrupt
-    mid = k.watch(3.0)
+    mid = k.watch(2.0)
     write_atomically(swapper, good)  # the operator copies the right file in
     t_back, _ = k.wait_for("the swap back", lambda s: len(s) >= 2 and s[-1].tinted and s[-2].tinted, 15)
     k.wait_live_swap(5)
@@ -539,7 +539,7 @@ def test_sighup_reloads_and_sigterm_exits_0_in_a_real_window(kiosk_in_window):
     rc, took = k.terminate(signal.SIGTERM)
     assert rc == 0, f"exit status {rc}:\n{k.tail(40)}"
     # The 2 s bound is asserted headless by test_booth_signals. A window kiosk on the shared 2-core VM
-    # at load ~12 measured 0.6-3.5 s without screenshots and 2.5-5.5 s with them (each one stalls the
+    # at load ~12 measured 0.6-3.5 s without screenshots and 2.5 to over 5 s with them (each one stalls the
     # render loop), so only a hang or an abort fails here (and the 10 s wait in terminate()).
     assert took < 8.0, f"SIGTERM took {took:.2f} s:\n{k.tail(10)}"
     k.assert_no_traceback()
