@@ -37,6 +37,17 @@ share inside the windows by kind (for information). Exit 1 on a crash, an RSS sl
 ``--max-slope-mb-h``, or a share below ``--min-swap-share``.
 
     .venv/bin/python scripts/soak.py --faults --minutes 5 --fault-every 10 --warmup 60 --json f.json
+
+Real window (``--faults --window``): the same booth in a real glfw window (on ``--display``, else
+on a private ``Xvfb`` the harness starts, else on ``$DISPLAY`` where Xvfb is not installed), with
+four face photos instead of one, staff face keys (``pick_face_1..9``, next/prev) pressed into the
+window with ``xdotool key --window`` in bursts every ``--key-every`` seconds for the whole run, and
+one more fault kind cycled:
+
+- ``faces_churn``: three more good photos added, then the photos under the selection removed and
+  put back (half a period later), while the keys keep coming.
+
+    .venv/bin/python scripts/soak.py --faults --window --minutes 30 --fault-every 10 --json w.json
 """
 
 from __future__ import annotations
@@ -139,6 +150,8 @@ def _fmt(v: float | None, spec: str = "6.1f") -> str:
 
 #: Fault kinds, in the order they are cycled through.
 FAULT_KINDS = ("source_gone", "bad_photos", "config_churn", "model_errors", "hung_call")
+#: ``--window``: the kinds cycled by default (face keys are pressed all the time besides).
+WINDOW_FAULT_KINDS = (*FAULT_KINDS[:2], "faces_churn", *FAULT_KINDS[2:])
 
 #: Kinds injected once per run: one hung call; the test-only swap_off.
 ONCE = ("hung_call", "swap_off")
@@ -152,6 +165,7 @@ ALLOWANCE_S = {
     "model_errors": 5.0,  # after the error burst: one rebuild with back-off
     "hung_call": 10.0,  # processing.stall_s (5 s) to abandon the call + a rebuild
     "swap_off": 3.0,  # test-only: a config churn that disables processing for good
+    "faces_churn": 2.0,  # --window: each of the library changes (faces.rescan_s 2 s)
 }
 
 #: Where the harness's synthetic booth shows its two "faces" (white squares the stand-in
@@ -197,7 +211,7 @@ def classify_shot(bgr: Any) -> tuple[bool, int]:
 BOOTH_YAML = """\
 # written by scripts/soak.py --faults (churn {churn})
 source: {{kind: video, path: scene.mp4, mirror: false, reconnect_initial_s: 0.5, reconnect_max_s: 2}}
-display: {{width: {w}, height: {h}, vsync: false, max_fps: 30}}
+display: {{width: {w}, height: {h}, vsync: false, max_fps: 30, title: {title}}}
 processing: {{enabled: {enabled}, tracking: false}}
 models: {{dir: models, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
@@ -208,21 +222,54 @@ logging: {{level: INFO}}
 """
 
 
+#: The window title (``--window`` finds the kiosk's window by it).
+TITLE = "faceswap-kiosk-soak"
+
+
 def booth_yaml(churn: int, enabled: bool = True) -> str:
     return BOOTH_YAML.format(
-        churn=churn, w=SIZE[0], h=SIZE[1], enabled=str(enabled).lower(), repeat=0.2 + 0.01 * (churn % 2)
+        churn=churn,
+        w=SIZE[0],
+        h=SIZE[1],
+        title=TITLE,
+        enabled=str(enabled).lower(),
+        repeat=0.2 + 0.01 * (churn % 2),
     )
 
 
-def make_booth(folder: Path) -> Path:
-    """Stand-in models, one face photo, a looping video with two faces and the YAML, in ``folder``."""
+#: Face photos: a white square each (64 px on the detector's 64 px grid: one face per photo), in
+#: its own place, so each has its own embedding. ``ann`` is the booth's; ``--window`` adds the rest.
+PHOTO_SQUARES = {
+    "ann": (64, 64, 64),
+    "ben": (320, 64, 64),
+    "cat": (448, 192, 64),
+    "dan": (192, 192, 64),
+    "eve": (64, 256, 64),
+    "fay": (512, 64, 64),
+    "gus": (256, 128, 64),
+}
+WINDOW_PHOTOS = ("ann", "ben", "cat", "dan")
+
+
+def photo_png(name: str) -> bytes:
     import cv2
 
-    from kiosk.tools.standins import make_all, white_square_frame
+    from kiosk.tools.standins import white_square_frame
+
+    ok, buf = cv2.imencode(".png", white_square_frame(360, 640, (PHOTO_SQUARES[name],)))
+    return bytes(buf) if ok else b""
+
+
+def make_booth(folder: Path, photos: tuple[str, ...] = ("ann",)) -> Path:
+    """Stand-in models, face photos, a looping video with two faces and the YAML, in ``folder``."""
+    import cv2
+
+    from kiosk.tools.standins import make_all
 
     make_all(folder / "models")
     (folder / "faces").mkdir()
-    cv2.imwrite(str(folder / "faces" / "ann.png"), white_square_frame(360, 640, ((64, 64, 64),)))
+    for name in photos:
+        (folder / "faces" / f"{name}.png").write_bytes(photo_png(name))
     video = cv2.VideoWriter(str(folder / "scene.mp4"), cv2.VideoWriter.fourcc(*"mp4v"), 30, SIZE)
     for i in range(VIDEO_FRAMES):
         video.write(make_scene(i))
@@ -359,10 +406,111 @@ class Injector:
 
         self._later(self.hang_s + 1.0, "hung_call: released", release)
 
+    def _faces_churn(self) -> None:
+        """Good photos added, then the ones staff are likely to have picked (the 3rd..) removed and
+        put back half a period later; ``ann`` stays, so the library is never empty."""
+        faces = self.folder / "faces"
+        extra = ("eve", "fay", "gus")
+        for name in extra:
+            _write_atomically(faces / f"{name}.png", photo_png(name))
+        start = time.time()
+        self._window("faces_churn", start, start)
+        gone = ("cat", "dan", *extra)
+
+        def shrink() -> None:
+            for name in gone:
+                (faces / f"{name}.png").unlink(missing_ok=True)
+            self._window("faces_churn", time.time(), time.time())
+
+        def restore() -> None:
+            for name in ("cat", "dan"):
+                _write_atomically(faces / f"{name}.png", photo_png(name))
+            self._window("faces_churn", time.time(), time.time())
+
+        self._later(self.period_s * 0.25, "faces_churn: photos removed", shrink)
+        self._later(self.period_s * 0.5, "faces_churn: photos back", restore)
+
     def _swap_off(self) -> None:
         start = time.time()
         (self.folder / "kiosk.yaml").write_text(booth_yaml(self._churn, enabled=False))
         self._window("swap_off", start, start)
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.part")
+    tmp.write_bytes(data)
+    tmp.replace(path)
+
+
+#: X keysyms of the face keys of the default bindings (kiosk/bindings.py).
+FACE_KEYS = (*(str(n) for n in range(1, 10)), "Right", "Left", "Next", "Prior", "n", "p")
+
+
+class KeyPresser:
+    """``--window``: bursts of random face keys pressed into the kiosk's window (``xdotool key
+    --window``) every ``every_s`` seconds, on a thread; finds the window again when it is reopened."""
+
+    def __init__(self, xdotool: str, env: dict[str, str], title: str, every_s: float, seed: int = 7) -> None:
+        import random
+        import threading
+
+        self.xdotool, self.env, self.title, self.every_s = xdotool, env, title, every_s
+        self.presses = 0
+        self.failures = 0
+        self.started = False
+        self._rng = random.Random(seed)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="keys", daemon=True)
+
+    def start(self) -> None:
+        self.started = True
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self.started:
+            self._thread.join(10)
+
+    def _window(self) -> str:
+        r = subprocess.run(
+            [self.xdotool, "search", "--name", f"^{self.title}$"], env=self.env, capture_output=True, text=True,
+            timeout=10,
+        )  # fmt: skip
+        ids = r.stdout.split()
+        return ids[-1] if ids else ""
+
+    def _run(self) -> None:
+        wid = ""
+        while not self._stop.wait(self.every_s):
+            wid = wid or self._window()
+            if not wid:
+                continue
+            burst = [self._rng.choice(FACE_KEYS) for _ in range(8)]
+            try:
+                subprocess.run(
+                    [self.xdotool, "key", "--window", wid, "--delay", "30", *burst], env=self.env, check=True,
+                    capture_output=True, timeout=30,
+                )  # fmt: skip
+                self.presses += len(burst)
+            except (subprocess.SubprocessError, OSError):
+                self.failures += 1
+                wid = ""  # reopened (display change) or gone: look it up again
+
+
+def start_xvfb() -> tuple[subprocess.Popen[bytes], str]:
+    """A private Xvfb on a display number it picks itself (``-displayfd``); (process, ":N")."""
+    read_fd, write_fd = os.pipe()
+    proc = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp", "-noreset"],
+        pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    os.close(write_fd)
+    with os.fdopen(read_fd) as f:
+        number = f.readline().strip()
+    if not number:
+        proc.kill()
+        raise RuntimeError("Xvfb did not start")
+    return proc, f":{number}"
 
 
 def _jpeg_bytes() -> bytes:
@@ -418,7 +566,8 @@ def run_faults(args: argparse.Namespace) -> int:
 
     import cv2
 
-    kinds = [k for k in args.fault_kinds.split(",") if k] if args.fault_kinds != "none" else []
+    fault_kinds = args.fault_kinds or ",".join(WINDOW_FAULT_KINDS if args.window else FAULT_KINDS)
+    kinds = [k for k in fault_kinds.split(",") if k] if fault_kinds != "none" else []
     unknown = sorted(set(kinds) - set(ALLOWANCE_S))
     if unknown:
         print(f"soak: unknown fault kind(s) {', '.join(unknown)} (known: {', '.join(ALLOWANCE_S)})")
@@ -427,7 +576,7 @@ def run_faults(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kiosk-soak-faults-"))
     booth = tmp / "booth"
     booth.mkdir()
-    config = make_booth(booth)
+    config = make_booth(booth, WINDOW_PHOTOS if args.window else ("ann",))
     inject_dir = tmp / "inject"
     inject_dir.mkdir()
     shutil.copy(ROOT / "scripts" / "soak_inject.py", inject_dir / "sitecustomize.py")
@@ -441,6 +590,24 @@ def run_faults(args: argparse.Namespace) -> int:
         "--stats-json", str(stats_path), "--stats-interval", "2", "--screenshot", str(shot),
         "--screenshot-every", f"{args.shot_every:g}",
     ]  # fmt: skip
+    xvfb: subprocess.Popen[bytes] | None = None
+    keys: KeyPresser | None = None
+    if args.window:
+        cmd.remove("--headless")
+        xdotool = shutil.which("xdotool")
+        if xdotool is None:
+            print("soak: --window needs xdotool (apt-get install xdotool)")
+            return 2
+        display = args.display or ("" if shutil.which("Xvfb") else os.environ.get("DISPLAY", ""))
+        if not display:
+            if shutil.which("Xvfb") is None:
+                print("soak: --window needs an X display: --display :N, $DISPLAY or Xvfb installed")
+                return 2
+            xvfb, display = start_xvfb()
+        env["DISPLAY"] = display
+        env.pop("WAYLAND_DISPLAY", None)
+        keys = KeyPresser(xdotool, env, TITLE, args.key_every)
+        print(f"soak: real window on DISPLAY={display}, face keys every {args.key_every:g} s", flush=True)
     print(f"soak: {' '.join(cmd)}\nsoak: booth {booth}, kiosk log {log_path}", flush=True)
     injector = Injector(booth, control, args.fault_every, args.hang_s, args.error_rate)
     shots: list[tuple[float, bool, int]] = []
@@ -465,6 +632,8 @@ def run_faults(args: argparse.Namespace) -> int:
                     shots.append((st.st_mtime_ns / 1e9, tinted, counter))
             if next_fault is None and kinds and args.fault_every > 0 and any(on for _, on, _ in shots):
                 next_fault = now + args.fault_every  # faults start once the swap is on screen
+            if keys is not None and not keys.started and any(on for _, on, _ in shots):
+                keys.start()  # so do the face keys
             if not finished and next_fault is not None and now >= next_fault and now - t0 < seconds - 3:
                 todo = [k for k in kinds if not (k in ONCE and injector.counts.get(k))]
                 if todo:
@@ -498,12 +667,17 @@ def run_faults(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         proc.send_signal(signal.SIGTERM)
     finally:
+        if keys is not None:
+            keys.stop()
         injector.finish()
     try:
         rc = proc.wait(timeout=max(30.0, args.hang_s + 10))
     except subprocess.TimeoutExpired:
         proc.kill()
         rc = proc.wait()
+    if xvfb is not None:
+        xvfb.terminate()
+        xvfb.wait(5)
     elapsed = time.monotonic() - t0
     crashed = rc != 0 or elapsed < seconds * 0.95
     summary = summarise(samples, args.warmup)
@@ -532,6 +706,9 @@ def run_faults(args: argparse.Namespace) -> int:
         "kiosk_restarts": _num(final, "processing", "restarts"),
         "kiosk_reconnects": _num(final, "source", "reconnects"),
         "kiosk_thread_restarts": final.get("thread_restarts"),
+        "window": bool(args.window),
+        "face_key_presses": keys.presses if keys is not None else 0,
+        "face_key_failures": keys.failures if keys is not None else 0,
     }
     rows = [
         ("duration", f"{report['duration_s']} s", "crashes", str(report["crashes"])),
@@ -547,6 +724,8 @@ def run_faults(args: argparse.Namespace) -> int:
     for a, av, b, bv in rows:
         print(f"  {a:<12} {av:>14}   {b:<16} {bv:>10}")
     print(f"  faults injected: {report['faults']}")
+    if keys is not None:
+        print(f"  face keys pressed into the window: {keys.presses} ({keys.failures} bursts failed)")
     print(f"  swap share inside the outage windows, by kind: {share.get('share_in_outages_by_kind', {})}")
     failures = []
     if crashed:
@@ -607,8 +786,17 @@ def main(argv: list[str] | None = None) -> int:
     faults.add_argument("--fault-every", type=float, default=10.0, metavar="S", help="seconds between faults")
     faults.add_argument(
         "--fault-kinds",
-        default=",".join(FAULT_KINDS),
+        default=None,
         help="comma list to cycle through (default all; 'none': no faults; swap_off: disables the swap)",
+    )
+    faults.add_argument(
+        "--window",
+        action="store_true",
+        help="a real glfw window (not --headless) with face keys pressed by xdotool; faces_churn cycled too",
+    )
+    faults.add_argument("--display", help="--window: the X display (default: a private Xvfb, else $DISPLAY)")
+    faults.add_argument(
+        "--key-every", type=float, default=0.5, metavar="S", help="--window: seconds between key bursts"
     )
     faults.add_argument("--hang-s", type=float, default=20.0, help="how long the one hung model call blocks")
     faults.add_argument("--error-rate", type=float, default=0.03, help="share of model calls that raise")
@@ -620,6 +808,8 @@ def main(argv: list[str] | None = None) -> int:
         help="fail if the swap is on screen less than this share of the time outside outages",
     )
     args = ap.parse_args(argv)
+    if args.window and not args.faults:
+        ap.error("--window is a fault-mode option: add --faults")
     if args.faults:
         if args.config or args.command:
             ap.error("--faults runs its own booth: drop --config/--command")

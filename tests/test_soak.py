@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -89,3 +90,33 @@ def test_share_is_about_one_without_faults_and_drops_when_the_swap_is_turned_off
     assert s["swap"]["share_before_first_fault"] >= 0.9  # no faults yet: the swap is on screen
     assert s["swap"]["share"] < 0.8  # after the churn the pixels show the raw video
     assert data["rc"] == 1 and any("swap on screen" in f for f in s["failures"])
+
+
+def test_faces_churn_adds_photos_removes_those_under_the_selection_and_puts_them_back(tmp_path):
+    faces = tmp_path / "faces"
+    faces.mkdir()
+    for name in soak.WINDOW_PHOTOS:
+        (faces / f"{name}.png").write_bytes(soak.photo_png(name))
+    inj = soak.Injector(tmp_path, tmp_path / "faults.json", period_s=0.4, hang_s=1.0, error_rate=0.0)
+    inj.inject("faces_churn")
+    assert sorted(p.stem for p in faces.glob("*.png")) == ["ann", "ben", "cat", "dan", "eve", "fay", "gus"]
+    assert not list(faces.glob(".*"))  # written atomically: no part files left
+    names = []
+    deadline = time.monotonic() + 5
+    while inj.pending and time.monotonic() < deadline:
+        time.sleep(0.02)
+        inj.tick()
+        names.append(sorted(p.stem for p in faces.glob("*.png")))
+    assert ["ann", "ben"] in names  # shrunk under the selection (ann stays: never empty)
+    assert names[-1] == ["ann", "ben", "cat", "dan"]
+    assert [w.kind for w in inj.windows] == ["faces_churn"] * 3
+    assert soak.ALLOWANCE_S["faces_churn"] > 0 and "faces_churn" in soak.WINDOW_FAULT_KINDS
+    assert "faces_churn" not in soak.FAULT_KINDS  # the headless soak cycles what it did
+
+
+def test_window_is_a_fault_mode_option():
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "soak.py"), "--window", "--config", "x.yaml"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2 and "--window is a fault-mode option" in proc.stderr
