@@ -515,6 +515,49 @@ def run_tracker(
     return TrackRun(kps=kps, track_ids=ids, full_detections=counts["full"], roi_detections=counts["roi"])
 
 
+def every_kth(
+    clip: Clip,
+    k: int,
+    detect: DetectFn,
+    roi_detect: DetectFn,
+    roi: tuple[int, int],
+    detect_every: int = 5,
+    skip: int = 2,
+    tracker: object | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The tracker fed frames 0, k, 2k, … of ``clip`` as the pipeline feeds it when processing runs
+    at 1/k of the camera rate (its own frame counter, the frames' times), and the raw detector on
+    the same frames: per-keypoint distances to the truth (px) of each, from the ``skip``-th
+    processed frame on (a track is reported from its second detection), and the number of
+    face-frames the tracker left unreported. ``tracker``: a ``FaceTracker`` to use (default: one
+    with the pipeline's settings and ``detect_every``)."""
+    from kiosk.tracking import FaceTracker, detect_and_track
+
+    tracker = tracker if tracker is not None else FaceTracker(detect_every=detect_every)
+    assert isinstance(tracker, FaceTracker)
+    trk: list[float] = []
+    raw: list[float] = []
+    missing = 0
+    for n, i in enumerate(range(0, len(clip.frames), k)):
+        frame = clip.frames[i]
+        tracks = detect_and_track(tracker, frame, n, float(clip.times[i]), detect, roi_detect, roi)
+        faces = detect(frame)
+        if n < skip:
+            continue
+        truth = clip.truth_kps[i]
+        for kind, boxes, kps_of, out in (
+            ("trk", [tr.face.box_xyxy for tr in tracks], [tr.face.kps for tr in tracks], trk),
+            ("raw", [f.box_xyxy for f in faces], [f.kps for f in faces], raw),
+        ):
+            idx = match_to_truth(boxes, clip.truth_boxes[i])
+            for f, j in enumerate(idx):
+                if j < 0:
+                    missing += kind == "trk"
+                    continue
+                out.extend(np.linalg.norm(np.asarray(kps_of[j], np.float64) - truth[f], axis=1).tolist())
+    return np.array(trk), np.array(raw), missing
+
+
 # -- live display: carrying a slow result onto newer frames -----------------------------------------
 
 
