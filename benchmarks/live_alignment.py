@@ -1,14 +1,16 @@
 """Where the swapped face lands on screen: live (carried by the tracker) vs synced vs stale positions.
 
-    .venv/bin/python benchmarks/live_alignment.py [--result-frames 13] [--frames 90] [--png out.png]
+    .venv/bin/python benchmarks/live_alignment.py [--result-frames 13] [--frames 90] [--tracking] [--png out.png]
 
 Clips (tests/motion_videos.py): real photos (the NASA astronaut, one face; insightface's t1.jpg,
 three faces) animated with known motion at walking speed (pan: 120 px/s at 640 px, start and stop;
 sine: up to 157 px/s with a 4 degree rocking rotation), camera noise, 640x480 at 30 fps; "still bg"
 rows move only an ellipse around each face over a still room. The processing stage takes
 ``--result-frames`` camera frames per result (13: a ~140 ms/face swapper with three faces) and then
-starts on the newest frame; its result carries det_500m's keypoints on its frame. Replayed frame
-by frame (motion_videos.simulate_live): deterministic, no clocks.
+starts on the newest frame; its result carries det_500m's keypoints on its frame (``--tracking``:
+the keypoints of kiosk.tracking fed the processed frames only, as the pipeline is with
+``processing.tracking: true``). Replayed frame by frame (motion_videos.simulate_live):
+deterministic, no clocks.
 
 Strategies, per displayed frame:
   live    the newest camera frame; the newest result's keypoints carried by kiosk.live.LiveTracker
@@ -54,6 +56,8 @@ from motion_videos import (  # noqa: E402
     simulate_live,
     truth_carried,
 )
+
+from kiosk.types import Face  # noqa: E402
 
 
 def pct(x: np.ndarray) -> str:
@@ -159,6 +163,28 @@ def draw_strategies(clip: Clip, detect: DetectFn, result_frames: int, track_px: 
     print(f"wrote {out}: frame {i}, {moved:.0f} px of motion since the result's frame (result of frame {n})")
 
 
+def tracked(clip: Clip, detect: DetectFn, args: argparse.Namespace) -> DetectFn:
+    """The faces a result carries with ``processing.tracking: true``: the pipeline's tracker fed
+    the processed frames only (in order, with their capture times), as the pipeline feeds it."""
+    from kiosk.tracking import FaceTracker, detect_and_track, roi_geometry
+
+    loaded = load_detector(args.roi_det_size)
+    assert loaded is not None
+    roi_detect = loaded[0]
+    tracker = FaceTracker()
+    index = {id(f): i for i, f in enumerate(clip.frames)}
+    geometry = roi_geometry(clip.frames[0].shape, args.det_size, args.roi_det_size)
+    count = [0]
+
+    def results(frame: np.ndarray) -> list[Face]:
+        i = index[id(frame)]
+        tracks = detect_and_track(tracker, frame, count[0], i / clip.fps, detect, roi_detect, geometry)
+        count[0] += 1
+        return [tr.face for tr in tracks]
+
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -173,6 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         "--png-scene", choices=("group", "astronaut"), default="group", help="clip of the picture"
     )
     ap.add_argument("--only-png", action="store_true", help="just the picture, no table")
+    ap.add_argument(
+        "--tracking",
+        action="store_true",
+        help="results carry the pipeline's tracked keypoints (processing.tracking: true) instead of "
+        "det_500m's own: kiosk.tracking fed the result frames only, as the pipeline is",
+    )
+    ap.add_argument("--roi-det-size", type=int, default=224, help="with --tracking: region detector size")
     args = ap.parse_args(argv)
 
     loaded = load_detector(args.det_size)
@@ -191,6 +224,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     print(
         f"detector: {desc}; a result every {args.result_frames} frames at 30 fps; tracker at {args.track_px} px"
+        + ("; results from kiosk.tracking (processing.tracking: true)" if args.tracking else "")
     )
     print(
         f"  {'clip':<28} {'shown':<7} {'truth p50/p95':>15}   {'detector p50/p95':>15}   "
@@ -202,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                 clip = make_clip(
                     scene, detect, kind, args.frames, noise_sigma=args.noise, still_background=still_bg
                 )
-                run = simulate_live(clip, detect, args.result_frames, track_px=args.track_px)
+                results = tracked(clip, detect, args) if args.tracking else detect
+                run = simulate_live(clip, results, args.result_frames, track_px=args.track_px)
                 detected = raw_keypoints(clip, detect)
                 name = f"{scene_name} {kind}" + (" still bg" if still_bg else "")
                 for line in report(name, clip, run, detected):
