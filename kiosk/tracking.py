@@ -11,7 +11,10 @@ The inference thread calls, once per frame::
   and rescues fast motion), starts new tracks with fresh filters, and holds a track in place for
   ``max_missed`` frames after a missed detection, so a swapped face does not flicker back to the
   real one. It says when a full-frame detection is due (:meth:`FaceTracker.needs_full_detection`)
-  and where to look in between (:meth:`FaceTracker.search_regions`).
+  and where to look in between (:meth:`FaceTracker.search_regions`). Its gates and holds are in
+  time and face sizes, so it works the same when slow models process one frame a second: the
+  gates grow with the time since a face was seen, frames that far apart are searched whole and
+  not blended, and a missed face is not held where the visitor was a second ago.
 - :func:`detect_in_regions` runs a detector on crops and maps the faces back to the frame.
 - :func:`select_faces` applies the faces-in-view policy (all / largest / central) with hysteresis.
 
