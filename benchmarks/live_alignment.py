@@ -54,10 +54,9 @@ from motion_videos import (  # noqa: E402
     make_clip,
     raw_keypoints,
     simulate_live,
+    tracked_results,
     truth_carried,
 )
-
-from kiosk.types import Face  # noqa: E402
 
 
 def pct(x: np.ndarray) -> str:
@@ -163,28 +162,6 @@ def draw_strategies(clip: Clip, detect: DetectFn, result_frames: int, track_px: 
     print(f"wrote {out}: frame {i}, {moved:.0f} px of motion since the result's frame (result of frame {n})")
 
 
-def tracked(clip: Clip, detect: DetectFn, args: argparse.Namespace) -> DetectFn:
-    """The faces a result carries with ``processing.tracking: true``: the pipeline's tracker fed
-    the processed frames only (in order, with their capture times), as the pipeline feeds it."""
-    from kiosk.tracking import FaceTracker, detect_and_track, roi_geometry
-
-    loaded = load_detector(args.roi_det_size)
-    assert loaded is not None
-    roi_detect = loaded[0]
-    tracker = FaceTracker()
-    index = {id(f): i for i, f in enumerate(clip.frames)}
-    geometry = roi_geometry(clip.frames[0].shape, args.det_size, args.roi_det_size)
-    count = [0]
-
-    def results(frame: np.ndarray) -> list[Face]:
-        i = index[id(frame)]
-        tracks = detect_and_track(tracker, frame, count[0], i / clip.fps, detect, roi_detect, geometry)
-        count[0] += 1
-        return [tr.face for tr in tracks]
-
-    return results
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
@@ -216,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     detect, desc = loaded
+    roi_loaded = load_detector(args.roi_det_size) if args.tracking else None
+    roi_detect = roi_loaded[0] if roi_loaded is not None else None
     if args.png is not None:
         photo = group if args.png_scene == "group" else single
         clip = make_clip(photo, detect, "sine", args.frames, noise_sigma=args.noise)
@@ -236,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
                 clip = make_clip(
                     scene, detect, kind, args.frames, noise_sigma=args.noise, still_background=still_bg
                 )
-                results = tracked(clip, detect, args) if args.tracking else detect
+                results = (
+                    tracked_results(clip, detect, roi_detect, args.det_size, args.roi_det_size)
+                    if roi_detect is not None
+                    else detect
+                )
                 run = simulate_live(clip, results, args.result_frames, track_px=args.track_px)
                 detected = raw_keypoints(clip, detect)
                 name = f"{scene_name} {kind}" + (" still bg" if still_bg else "")

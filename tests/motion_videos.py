@@ -579,6 +579,8 @@ class LiveRun:
     anchor_frame: NDArray[np.int64]  # (T,) frame the newest result was computed on
     dropped: dict[str, int]
     results: int
+    #: Tracks the live tracker started: one per face when every result's face finds its track.
+    tracks_started: int = 0
 
 
 def simulate_live(
@@ -653,8 +655,37 @@ def simulate_live(
             if kps is not None:
                 live[i, k] = kps
     return LiveRun(
-        live, stale, synced, synced_frame, anchor_frame, dict(tracker.dropped), tracker.anchors_seen
+        live,
+        stale,
+        synced,
+        synced_frame,
+        anchor_frame,
+        dict(tracker.dropped),
+        tracker.anchors_seen,
+        tracker.tracks_born,
     )
+
+
+def tracked_results(
+    clip: Clip, detect: DetectFn, roi_detect: DetectFn, det_size: int, roi_det_size: int
+) -> DetectFn:
+    """For :func:`simulate_live`: the faces a result carries with ``processing.tracking: true``,
+    the pipeline's tracker fed the processed frames only (in order, with their times), as the
+    pipeline feeds it. Call it with frames of ``clip``, in order."""
+    from kiosk.tracking import FaceTracker, detect_and_track, roi_geometry
+
+    tracker = FaceTracker()
+    index = {id(f): i for i, f in enumerate(clip.frames)}
+    geometry = roi_geometry(clip.frames[0].shape, det_size, roi_det_size)
+    count = [0]
+
+    def results(frame: NDArray[np.uint8]) -> list[Face]:
+        i = index[id(frame)]
+        tracks = detect_and_track(tracker, frame, count[0], i / clip.fps, detect, roi_detect, geometry)
+        count[0] += 1
+        return [tr.face for tr in tracks]
+
+    return results
 
 
 def kp_errors(kps: NDArray[np.float64], ref: NDArray[np.float64]) -> NDArray[np.float64]:
