@@ -1,14 +1,16 @@
 """Where the swapped face lands on screen: live (carried by the tracker) vs synced vs stale positions.
 
-    .venv/bin/python benchmarks/live_alignment.py [--result-frames 13] [--frames 90] [--png out.png]
+    .venv/bin/python benchmarks/live_alignment.py [--result-frames 13] [--frames 90] [--tracking] [--png out.png]
 
 Clips (tests/motion_videos.py): real photos (the NASA astronaut, one face; insightface's t1.jpg,
 three faces) animated with known motion at walking speed (pan: 120 px/s at 640 px, start and stop;
 sine: up to 157 px/s with a 4 degree rocking rotation), camera noise, 640x480 at 30 fps; "still bg"
 rows move only an ellipse around each face over a still room. The processing stage takes
 ``--result-frames`` camera frames per result (13: a ~140 ms/face swapper with three faces) and then
-starts on the newest frame; its result carries det_500m's keypoints on its frame. Replayed frame
-by frame (motion_videos.simulate_live): deterministic, no clocks.
+starts on the newest frame; its result carries det_500m's keypoints on its frame (``--tracking``:
+the keypoints of kiosk.tracking fed the processed frames only, as the pipeline is with
+``processing.tracking: true``). Replayed frame by frame (motion_videos.simulate_live):
+deterministic, no clocks.
 
 Strategies, per displayed frame:
   live    the newest camera frame; the newest result's keypoints carried by kiosk.live.LiveTracker
@@ -52,6 +54,7 @@ from motion_videos import (  # noqa: E402
     make_clip,
     raw_keypoints,
     simulate_live,
+    tracked_results,
     truth_carried,
 )
 
@@ -173,6 +176,13 @@ def main(argv: list[str] | None = None) -> int:
         "--png-scene", choices=("group", "astronaut"), default="group", help="clip of the picture"
     )
     ap.add_argument("--only-png", action="store_true", help="just the picture, no table")
+    ap.add_argument(
+        "--tracking",
+        action="store_true",
+        help="results carry the pipeline's tracked keypoints (processing.tracking: true) instead of "
+        "det_500m's own: kiosk.tracking fed the result frames only, as the pipeline is",
+    )
+    ap.add_argument("--roi-det-size", type=int, default=224, help="with --tracking: region detector size")
     args = ap.parse_args(argv)
 
     loaded = load_detector(args.det_size)
@@ -183,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     detect, desc = loaded
+    roi_loaded = load_detector(args.roi_det_size) if args.tracking else None
+    roi_detect = roi_loaded[0] if roi_loaded is not None else None
     if args.png is not None:
         photo = group if args.png_scene == "group" else single
         clip = make_clip(photo, detect, "sine", args.frames, noise_sigma=args.noise)
@@ -191,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     print(
         f"detector: {desc}; a result every {args.result_frames} frames at 30 fps; tracker at {args.track_px} px"
+        + ("; results from kiosk.tracking (processing.tracking: true)" if args.tracking else "")
     )
     print(
         f"  {'clip':<28} {'shown':<7} {'truth p50/p95':>15}   {'detector p50/p95':>15}   "
@@ -202,7 +215,12 @@ def main(argv: list[str] | None = None) -> int:
                 clip = make_clip(
                     scene, detect, kind, args.frames, noise_sigma=args.noise, still_background=still_bg
                 )
-                run = simulate_live(clip, detect, args.result_frames, track_px=args.track_px)
+                results = (
+                    tracked_results(clip, detect, roi_detect, args.det_size, args.roi_det_size)
+                    if roi_detect is not None
+                    else detect
+                )
+                run = simulate_live(clip, results, args.result_frames, track_px=args.track_px)
                 detected = raw_keypoints(clip, detect)
                 name = f"{scene_name} {kind}" + (" still bg" if still_bg else "")
                 for line in report(name, clip, run, detected):

@@ -200,7 +200,11 @@ class ProcessingConfig(_Section):
         "short misses so they do not flicker.",
     )
     detect_every: int = Field(
-        5, ge=1, le=120, description="With tracking: a full-frame detection every this many frames."
+        5,
+        ge=1,
+        le=120,
+        description="With tracking: a full-frame detection every this many frames (every processed frame "
+        "when processing runs below 10 fps: faces move too far between frames for the regions).",
     )
     roi_det_size: int = Field(
         192,
@@ -222,7 +226,11 @@ class ProcessingConfig(_Section):
         description="With tracking: One-Euro speed coefficient; higher lags less in motion.",
     )
     hold_frames: int = Field(
-        5, ge=0, le=60, description="With tracking: frames a face stays swapped after its detection is lost."
+        5,
+        ge=0,
+        le=60,
+        description="With tracking: frames a face stays swapped after its detection is lost, and no longer "
+        "than that many frames at 30 fps take (when processing is slower, a missed face shows the real one).",
     )
     face_policy: Literal["all", "largest", "central"] = Field(
         "all",

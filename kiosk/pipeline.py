@@ -351,7 +351,9 @@ class SwapPipeline:
         model at ``roi_det_size``, at the full-frame scale), the whole frame is searched every
         ``detect_every`` frames or when a face is lost, the five keypoints are One-Euro smoothed
         before alignment, and a face whose detection is missed stays swapped (held where it was)
-        for ``hold_frames`` frames."""
+        for ``hold_frames`` frames (and at most as long as that many frames take at 30 fps). Below
+        10 processed frames a second every frame is searched whole and positions are not smoothed
+        across frames that far apart (see :class:`~kiosk.tracking.FaceTracker`)."""
         self.tracking_options = options
         if options is None:
             self.tracker = None

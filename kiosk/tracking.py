@@ -11,7 +11,10 @@ The inference thread calls, once per frame::
   and rescues fast motion), starts new tracks with fresh filters, and holds a track in place for
   ``max_missed`` frames after a missed detection, so a swapped face does not flicker back to the
   real one. It says when a full-frame detection is due (:meth:`FaceTracker.needs_full_detection`)
-  and where to look in between (:meth:`FaceTracker.search_regions`).
+  and where to look in between (:meth:`FaceTracker.search_regions`). Its gates and holds are in
+  time and face sizes, so it works the same when slow models process one frame a second: the
+  gates grow with the time since a face was seen, frames that far apart are searched whole and
+  not blended, and a missed face is not held where the visitor was a second ago.
 - :func:`detect_in_regions` runs a detector on crops and maps the faces back to the frame.
 - :func:`select_faces` applies the faces-in-view policy (all / largest / central) with hysteresis.
 
@@ -37,6 +40,8 @@ DetectFn = Callable[[FrameBGR], list[Face]]
 DetectManyFn = Callable[[list[FrameBGR]], list[list[Face]]]
 
 _TWO_PI = 2.0 * math.pi
+#: Face sizes per second from which the smoother's lag is added back (fully from twice that).
+LEAD_FROM = 0.25
 
 
 class OneEuroFilter:
@@ -77,6 +82,17 @@ class OneEuroFilter:
         """Forget the state; the next update passes its value through unchanged."""
         self._x = None
         self._dx = None
+
+    def restart(
+        self, x: NDArray[np.floating], t: float, velocity: NDArray[np.floating] | None = None
+    ) -> NDArray[np.float64]:
+        """Start again from ``x`` at ``t`` (passed through unchanged), with ``velocity`` (units per
+        second, default 0) as the speed estimate: a value measured long after the last one, or far
+        from where the filter expected it, is not blended with the old state."""
+        self._x = np.array(x, dtype=np.float64)
+        self._dx = np.zeros_like(self._x) if velocity is None else np.array(velocity, dtype=np.float64)
+        self._t = float(t)
+        return self._x.copy()
 
     @property
     def value(self) -> NDArray[np.float64] | None:
@@ -183,6 +199,10 @@ class _TrackState:
     def record(self) -> Track:
         return Track(self.id, self.face, self.raw, self.age, self.missed, self.hits)
 
+    @property
+    def size(self) -> float:
+        return _face_size(np.asarray(self.raw.box_xyxy, np.float64))
+
     def predicted_points(self, t: float) -> NDArray[np.float64]:
         """Where the last raw detection's points would be at ``t`` moving at the filter's velocity."""
         pts = _pack(self.raw)
@@ -196,20 +216,35 @@ class _TrackState:
 class FaceTracker:
     """Follows faces across frames and smooths their keypoints; see the module docstring.
 
+    Gates and holds are in time and face sizes, so the tracker behaves the same whether frames
+    come at camera rate or once a second (slow models): a face can move ``max_speed`` face sizes
+    per second between two updates and still be associated. When more than half a face's size of
+    motion fits between two updates (``max_speed × dt > 0.5``: below 10 updates a second by
+    default), regions around the old positions cannot be trusted and positions that far apart are
+    not blended: the whole frame is searched, and each matched track's filter restarts from the
+    detection (with the velocity between the two detections as its speed estimate). A filter
+    also restarts when a detection is more than a quarter of the face's size from where the track
+    expected it. A track whose detection is missed is held in place for at most ``max_missed``
+    updates and ``hold_s`` seconds.
+
     Parameters:
         min_cutoff: 1€ cutoff (Hz) for a still face; lower is steadier.
         beta: 1€ speed coefficient (1/px); higher follows motion with less lag.
         d_cutoff: cutoff (Hz) of the speed estimate.
         iou_threshold: least IoU between a track's predicted box and a detection to match them.
         kps_gate: a pair below ``iou_threshold`` still matches when the mean keypoint distance is
-            below this fraction of the face size (fast motion).
-        max_missed: frames a track is held in place after its last detection before it is dropped.
+            below this fraction of the face size plus ``max_speed`` × the time since the track's
+            last detection (fast motion, slow updates).
+        max_missed: updates a track is held in place after its last detection before it is dropped.
         min_hits: detections a track needs before it is reported (and then held through misses).
             A younger, tentative track is dropped at its first miss, so a one-frame false
             detection is never swapped, and a face that is detected once and then missed does not
             blink on and off: it is reported one frame later instead.
         detect_every: a full-frame detection every this many frames; crops around tracks in between.
         region_scale: side of a search region relative to the face size.
+        max_speed: the fastest a face is expected to move, in face sizes per second.
+        hold_s: the longest a missed face is held in place, seconds (default ``max_missed`` camera
+            frames at 30 fps): a face held longer would be swapped where the visitor no longer is.
     """
 
     def __init__(
@@ -223,11 +258,16 @@ class FaceTracker:
         min_hits: int = 2,
         detect_every: int = 5,
         region_scale: float = 2.0,
+        max_speed: float = 5.0,
+        hold_s: float | None = None,
+        lead: bool = True,
     ) -> None:
         if detect_every < 1:
             raise ValueError("detect_every must be >= 1")
         if max_missed < 0 or min_hits < 1:
             raise ValueError("max_missed must be >= 0 and min_hits >= 1")
+        if max_speed <= 0 or (hold_s is not None and hold_s < 0):
+            raise ValueError("max_speed must be > 0 and hold_s >= 0")
         self.min_cutoff = float(min_cutoff)
         self.beta = float(beta)
         self.d_cutoff = float(d_cutoff)
@@ -237,11 +277,16 @@ class FaceTracker:
         self.min_hits = int(min_hits)
         self.detect_every = int(detect_every)
         self.region_scale = float(region_scale)
+        self.max_speed = float(max_speed)
+        self.lead = bool(lead)
+        self.hold_s = float(hold_s) if hold_s is not None else (self.max_missed + 0.5) / 30.0
         self._states: list[_TrackState] = []
         self._next_id = 1
         self._lost_pending = False
         self._frame_dt = 1.0 / 30.0
         self._last_t: float | None = None
+        #: Filter restarts (slow updates or jumps) since the tracker was made: a measure, for tests.
+        self.restarts = 0
 
     # -- state ---------------------------------------------------------------------------------
     def reset(self) -> None:
@@ -263,40 +308,66 @@ class FaceTracker:
     def _new_filter(self) -> OneEuroFilter:
         return OneEuroFilter(self.min_cutoff, self.beta, self.d_cutoff, speed_axis=-1)
 
+    def is_slow(self, dt: float) -> bool:
+        """Whether a face may have moved more than half its size in ``dt`` seconds."""
+        return self.max_speed * dt > 0.5
+
+    def regions_trusted(self, t: float | None) -> bool:
+        """Whether every track was updated recently enough at ``t`` for a region around where it
+        was to still hold its face (see :meth:`is_slow`); ``None``: no time given, trusted."""
+        return t is None or not any(self.is_slow(t - s.t) for s in self._states)
+
     # -- association ---------------------------------------------------------------------------
     def _match(self, faces: Sequence[Face], t: float) -> list[tuple[int, int]]:
-        """Greedy one-to-one pairs (track index, face index), best affinity first."""
+        """One-to-one pairs (track index, face index): the most pairs, then the best affinity."""
         if not self._states or not faces:
             return []
         pred = np.stack([s.predicted_points(t) for s in self._states])  # (N,7,2)
+        last = np.stack([_pack(s.raw) for s in self._states])
         pred_boxes = pred[:, 5:7].reshape(-1, 4)
         det_pts = np.stack([_pack(f) for f in faces])  # (M,7,2)
         iou = box_iou(pred_boxes, det_pts[:, 5:7].reshape(-1, 4))
-        sizes = np.array([_face_size(b) for b in pred_boxes])
+        sizes = np.array([s.size for s in self._states])
         kps_dist = np.linalg.norm(pred[:, None, :5] - det_pts[None, :, :5], axis=-1).mean(axis=-1)
+        last_dist = np.linalg.norm(last[:, None, :5] - det_pts[None, :, :5], axis=-1).mean(axis=-1)
         kps_norm = kps_dist / sizes[:, None]
-        ok = (iou >= self.iou_threshold) | (kps_norm <= self.kps_gate)
-        # IoU decides; keypoint distance breaks near-ties and ranks gate-only pairs.
-        affinity = iou - 0.1 * kps_norm
-        pairs: list[tuple[int, int]] = []
-        used_t: set[int] = set()
-        used_d: set[int] = set()
-        for flat in np.argsort(-affinity, axis=None, kind="stable"):
-            i, j = divmod(int(flat), len(faces))
-            if not ok[i, j] or i in used_t or j in used_d:
-                continue
-            pairs.append((i, j))
-            used_t.add(i)
-            used_d.add(j)
-        return pairs
+        # The gate grows with the time since the track's last detection: a prediction from a
+        # velocity a second old can be off by the whole motion, so the last place counts too.
+        since = np.array([max(t - s.t, 0.0) for s in self._states])
+        gate = self.kps_gate + self.max_speed * since
+        ok = (iou >= self.iou_threshold) | (np.minimum(kps_dist, last_dist) / sizes[:, None] <= gate[:, None])
+        # IoU decides; keypoint distance breaks near-ties and ranks gate-only pairs. Squared, so
+        # that of assignments with the same total distance (a row of faces all stepping sideways
+        # by more than their spacing) the one that moves every face alike wins. After a slow
+        # update the predicted box is a guess (the velocity is that of the last interval), so
+        # its IoU with a detection means nothing: distance alone ranks.
+        slow = np.array([self.is_slow(d) for d in since])
+        return _assign(np.where(slow[:, None], 0.0, iou) - 0.1 * kps_norm**2, ok)
+
+    def _lead(self, x: NDArray[np.float64], filt: OneEuroFilter, size: float) -> NDArray[np.float64]:
+        """``x`` moved ahead by the lag the filter leaves on a moving face.
+
+        A 1€ step with cutoff ``fc`` trails a steady motion by ``tau = 1 / (2 pi fc)`` seconds
+        (the exponential average's lag, whatever the frame interval), so a face moving at ``v`` is
+        ``v * tau`` behind. Adding back ``v * tau`` (``v``: the filter's own low-passed speed) for a
+        face moving faster than ``LEAD_FROM`` face sizes per second removes most of that lag; a
+        still face (whose speed is noise) is left as smoothed, with a linear ramp in between."""
+        vel = filt.velocity
+        if vel is None or not self.lead:
+            return x
+        speed = np.sqrt(np.sum(vel**2, axis=-1, keepdims=True))
+        tau = 1.0 / (_TWO_PI * (self.min_cutoff + self.beta * speed))
+        w = np.clip((speed / size - LEAD_FROM) / LEAD_FROM, 0.0, 1.0)
+        return x + w * tau * vel
 
     # -- per frame -----------------------------------------------------------------------------
     def update(self, faces: Sequence[Face], t: float) -> list[Track]:
         """Take this frame's detections (frame pixels) observed at ``t`` seconds; return the tracks.
 
         Returned are the reported tracks (at least ``min_hits`` detections), oldest first.
-        Matched tracks are smoothed; unmatched tracks are held in place (``missed`` > 0) up to
-        ``max_missed`` frames; unmatched detections start new tracks with fresh filters.
+        Matched tracks are smoothed (or restarted from the detection, see the class docstring);
+        unmatched tracks are held in place (``missed`` > 0) up to ``max_missed`` updates and
+        ``hold_s`` seconds; unmatched detections start new tracks with fresh filters.
         """
         if self._last_t is not None and t > self._last_t:
             dt = t - self._last_t
@@ -308,7 +379,17 @@ class FaceTracker:
         for i, j in pairs:
             s = self._states[i]
             face = faces[j]
-            s.face = _unpack(s.filter(_pack(face), t), face.score)
+            pts = _pack(face)
+            dt = t - s.t
+            jump = float(np.linalg.norm(pts[:5] - s.predicted_points(t)[:5], axis=-1).mean()) > 0.25 * s.size
+            if dt > 0 and (self.is_slow(dt) or jump):
+                # Too long ago or too far from where it was expected: restart from the detection,
+                # moving as it moved between the two detections (for the next association).
+                vel = (pts - _pack(s.raw)) / dt if dt <= 1.0 else None
+                s.face = _unpack(s.filter.restart(pts, t, vel), face.score)
+                self.restarts += 1
+            else:
+                s.face = _unpack(self._lead(s.filter(pts, t), s.filter, s.size), face.score)
             s.raw = face
             s.hits += 1
             s.missed = 0
@@ -319,7 +400,7 @@ class FaceTracker:
             if i not in matched_t:
                 s.missed += 1
                 s.age += 1
-                if s.missed > self.max_missed or s.hits < self.min_hits:
+                if s.missed > self.max_missed or s.hits < self.min_hits or t - s.t > self.hold_s:
                     self._lost_pending = True
                     continue
             kept.append(s)
@@ -336,18 +417,21 @@ class FaceTracker:
             matched_boxes.append(face.box_xyxy)
         return self.tracks
 
-    def needs_full_detection(self, frame_idx: int) -> bool:
+    def needs_full_detection(self, frame_idx: int, t: float | None = None) -> bool:
         """Whether to detect on the whole frame for ``frame_idx`` (else on :meth:`search_regions`).
 
         True every ``detect_every`` frames, when there are no tracks, when a track is being held
-        after a miss, or when a track was dropped since the last time this returned True. Call it
-        once per frame, before detecting.
+        after a miss, when a track was dropped since the last time this returned True, or (given
+        the frame's time ``t``) when a track's last detection is so long ago that its face may
+        have left the region around it (:meth:`regions_trusted`). Call it once per frame, before
+        detecting.
         """
         full = (
             frame_idx % self.detect_every == 0
             or not self._states
             or self._lost_pending
             or any(s.missed > 0 for s in self._states)
+            or not self.regions_trusted(t)
         )
         if full:
             self._lost_pending = False
@@ -427,6 +511,49 @@ def _inside(box: NDArray[np.float64], region: Region, margin: float, w: int, h: 
         and (box[2] <= x1 - margin or x1 >= w)
         and (box[3] <= y1 - margin or y1 >= h)
     )
+
+
+def _assign(affinity: NDArray[np.float64], ok: NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """Pairs (row, column) allowed by ``ok``, one-to-one: as many pairs as possible, then the
+    largest total ``affinity``. Exact for up to 8 columns (a few faces: a dynamic programme over
+    the used columns); greedy best-first beyond. A greedy choice can be wrong when faces moved
+    more than their spacing between two updates (a row of faces all stepping sideways: the
+    nearest detection to each track is its neighbour's)."""
+    n, m = ok.shape
+    if m > 8:
+        return _assign_greedy(affinity, ok)
+    # Each pair is worth more than any sum of affinities (which are in [-n, 1] per pair).
+    bonus = 10.0 + float(np.abs(affinity).max(initial=0.0)) * n
+    best: dict[int, tuple[float, tuple[tuple[int, int], ...]]] = {0: (0.0, ())}
+    for i in range(n):
+        nxt = dict(best)  # row i unmatched
+        cols = np.flatnonzero(ok[i])
+        for mask, (score, pairs) in best.items():
+            for j in cols:
+                bit = 1 << int(j)
+                if mask & bit:
+                    continue
+                cand = score + bonus + float(affinity[i, j])
+                key = mask | bit
+                if key not in nxt or cand > nxt[key][0]:
+                    nxt[key] = (cand, (*pairs, (i, int(j))))
+        best = nxt
+    return list(max(best.values(), key=lambda v: v[0])[1])
+
+
+def _assign_greedy(affinity: NDArray[np.float64], ok: NDArray[np.bool_]) -> list[tuple[int, int]]:
+    m = ok.shape[1]
+    pairs: list[tuple[int, int]] = []
+    used_t: set[int] = set()
+    used_d: set[int] = set()
+    for flat in np.argsort(-affinity, axis=None, kind="stable"):
+        i, j = divmod(int(flat), m)
+        if not ok[i, j] or i in used_t or j in used_d:
+            continue
+        pairs.append((i, j))
+        used_t.add(i)
+        used_d.add(j)
+    return pairs
 
 
 def roi_geometry(
@@ -534,8 +661,14 @@ def detect_and_track(
     kind of detection; switching between full-frame and crop detections would add their small
     difference in bias as periodic jitter. ``roi_detect_many``: detects in all regions at once
     (a fixed-size detector's tiles), instead of ``roi_detect_fn`` once per region.
+
+    When the frames come so far apart that a face may have left the region around where it was
+    (:meth:`FaceTracker.regions_trusted`: slow processing), the whole frame is searched and every
+    face found is re-detected in a region of its own, as a new face is: a region placed on the old
+    position could hold half a face, or a neighbour's.
     """
-    full = tracker.needs_full_detection(frame_idx)
+    trusted = tracker.regions_trusted(t)
+    full = tracker.needs_full_detection(frame_idx, t)
     size_px, align_px = roi if roi is not None else (None, 1)
     if roi_detect_fn is None:
         if full:
@@ -543,8 +676,10 @@ def detect_and_track(
         else:
             faces = detect_in_regions(detect_fn, frame, tracker.search_regions(frame.shape))
         return tracker.update(faces, t)
-    regions = tracker.search_regions(frame.shape, size_px, align_px)
-    faces = detect_in_regions(roi_detect_fn, frame, regions, pad_to=size_px, detect_many=roi_detect_many)
+    faces = []
+    if trusted:
+        regions = tracker.search_regions(frame.shape, size_px, align_px)
+        faces = detect_in_regions(roi_detect_fn, frame, regions, pad_to=size_px, detect_many=roi_detect_many)
     if full:
         new = merge_faces(faces, detect_fn(frame))[len(faces) :]
         if new:

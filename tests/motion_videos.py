@@ -515,6 +515,49 @@ def run_tracker(
     return TrackRun(kps=kps, track_ids=ids, full_detections=counts["full"], roi_detections=counts["roi"])
 
 
+def every_kth(
+    clip: Clip,
+    k: int,
+    detect: DetectFn,
+    roi_detect: DetectFn,
+    roi: tuple[int, int],
+    detect_every: int = 5,
+    skip: int = 2,
+    tracker: object | None = None,
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """The tracker fed frames 0, k, 2k, … of ``clip`` as the pipeline feeds it when processing runs
+    at 1/k of the camera rate (its own frame counter, the frames' times), and the raw detector on
+    the same frames: per-keypoint distances to the truth (px) of each, from the ``skip``-th
+    processed frame on (a track is reported from its second detection), and the number of
+    face-frames the tracker left unreported. ``tracker``: a ``FaceTracker`` to use (default: one
+    with the pipeline's settings and ``detect_every``)."""
+    from kiosk.tracking import FaceTracker, detect_and_track
+
+    tracker = tracker if tracker is not None else FaceTracker(detect_every=detect_every)
+    assert isinstance(tracker, FaceTracker)
+    trk: list[float] = []
+    raw: list[float] = []
+    missing = 0
+    for n, i in enumerate(range(0, len(clip.frames), k)):
+        frame = clip.frames[i]
+        tracks = detect_and_track(tracker, frame, n, float(clip.times[i]), detect, roi_detect, roi)
+        faces = detect(frame)
+        if n < skip:
+            continue
+        truth = clip.truth_kps[i]
+        for kind, boxes, kps_of, out in (
+            ("trk", [tr.face.box_xyxy for tr in tracks], [tr.face.kps for tr in tracks], trk),
+            ("raw", [f.box_xyxy for f in faces], [f.kps for f in faces], raw),
+        ):
+            idx = match_to_truth(boxes, clip.truth_boxes[i])
+            for f, j in enumerate(idx):
+                if j < 0:
+                    missing += kind == "trk"
+                    continue
+                out.extend(np.linalg.norm(np.asarray(kps_of[j], np.float64) - truth[f], axis=1).tolist())
+    return np.array(trk), np.array(raw), missing
+
+
 # -- live display: carrying a slow result onto newer frames -----------------------------------------
 
 
@@ -536,6 +579,8 @@ class LiveRun:
     anchor_frame: NDArray[np.int64]  # (T,) frame the newest result was computed on
     dropped: dict[str, int]
     results: int
+    #: Tracks the live tracker started: one per face when every result's face finds its track.
+    tracks_started: int = 0
 
 
 def simulate_live(
@@ -610,8 +655,37 @@ def simulate_live(
             if kps is not None:
                 live[i, k] = kps
     return LiveRun(
-        live, stale, synced, synced_frame, anchor_frame, dict(tracker.dropped), tracker.anchors_seen
+        live,
+        stale,
+        synced,
+        synced_frame,
+        anchor_frame,
+        dict(tracker.dropped),
+        tracker.anchors_seen,
+        tracker.tracks_born,
     )
+
+
+def tracked_results(
+    clip: Clip, detect: DetectFn, roi_detect: DetectFn, det_size: int, roi_det_size: int
+) -> DetectFn:
+    """For :func:`simulate_live`: the faces a result carries with ``processing.tracking: true``,
+    the pipeline's tracker fed the processed frames only (in order, with their times), as the
+    pipeline feeds it. Call it with frames of ``clip``, in order."""
+    from kiosk.tracking import FaceTracker, detect_and_track, roi_geometry
+
+    tracker = FaceTracker()
+    index = {id(f): i for i, f in enumerate(clip.frames)}
+    geometry = roi_geometry(clip.frames[0].shape, det_size, roi_det_size)
+    count = [0]
+
+    def results(frame: NDArray[np.uint8]) -> list[Face]:
+        i = index[id(frame)]
+        tracks = detect_and_track(tracker, frame, count[0], i / clip.fps, detect, roi_detect, geometry)
+        count[0] += 1
+        return [tr.face for tr in tracks]
+
+    return results
 
 
 def kp_errors(kps: NDArray[np.float64], ref: NDArray[np.float64]) -> NDArray[np.float64]:

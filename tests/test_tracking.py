@@ -315,3 +315,76 @@ def test_selection_hysteresis_keeps_the_previous_choice() -> None:
     left = track(1, 200, 180, 100)  # centre x 250
     right = track(2, 340, 180, 100)  # centre x 390: 70 vs 70 px from 320
     assert [t.id for t in select_faces([left, right], "central", shape, 1, previous_ids=[2])] == [2]
+
+
+# -- slow processing: one update a second ----------------------------------------------------------
+
+
+def test_slow_updates_follow_faces_that_moved_more_than_their_spacing() -> None:
+    # Three 40 px faces 60 px apart sway 125 px between two updates a second apart (a booth whose
+    # models process one frame a second): each detection is nearer its neighbour's old place than
+    # its own. The tracks must keep their faces and report where the faces are now, neither held
+    # at the old place nor blended with it.
+    tr = FaceTracker()
+    xs = [100.0, 225.0, 350.0, 225.0, 100.0, 225.0, 350.0]
+    first_ids: list[int] | None = None
+    for n, x in enumerate(xs):
+        faces = [face_at(x + 60 * k, 150, size=40) for k in range(3)]
+        tracks = tr.update(faces[::-1] if n % 2 else faces, float(n))
+        if n == 0:
+            continue
+        assert len(tracks) == 3 and all(t.missed == 0 for t in tracks)
+        by_x = sorted(tracks, key=lambda t: float(t.face.box_xyxy[0]))
+        ids = [t.id for t in by_x]
+        first_ids = first_ids or ids
+        assert ids == first_ids, n
+        for t, f in zip(by_x, faces, strict=True):
+            np.testing.assert_allclose(t.face.kps, f.kps, atol=1e-4)
+    assert tr.restarts >= 3 * (len(xs) - 1)
+
+
+def test_slow_update_does_not_hold_a_missed_face_where_it_was() -> None:
+    # At camera rate a missed face is held for max_missed frames; a second after its last
+    # detection the visitor is elsewhere, so the face is dropped (shown real) instead.
+    tr = FaceTracker(max_missed=5)
+    for n in range(3):
+        tr.update([face_at(100 + 50 * n, 100)], float(n))
+    assert len(tr.tracks) == 1
+    assert tr.update([], 3.0) == []
+    assert tr.needs_full_detection(4, 4.0)
+
+
+def test_slow_updates_search_the_whole_frame_then_regions_again_at_camera_rate() -> None:
+    tr = FaceTracker(detect_every=100)
+    for i in range(3):
+        tr.update([face_at(100, 100)], i / FPS)
+    assert tr.regions_trusted(3 / FPS) and not tr.needs_full_detection(3, 3 / FPS)
+    assert not tr.regions_trusted(2 / FPS + 0.5) and tr.needs_full_detection(3, 2 / FPS + 0.5)
+
+    calls = {"full": 0, "roi": 0}
+    target = face_at(400, 200)
+
+    def full(img: np.ndarray) -> list[Face]:
+        calls["full"] += 1
+        return [target]
+
+    def roi(img: np.ndarray) -> list[Face]:
+        calls["roi"] += 1
+        # A region holds whatever is in it; here: the face, in the crop's pixels, if it is inside.
+        return [target] if img.shape[0] >= 320 else []
+
+    tracks = detect_and_track(tr, np.zeros((480, 640, 3), np.uint8), 3, 2 / FPS + 0.5, full, roi, (320, 32))
+    # Not the region on the old place (it would miss the face): the whole frame, then the face's
+    # own region (refined, so its keypoints come from the same kind of detection as usual).
+    assert calls == {"full": 1, "roi": 1}
+    assert [t.id for t in tracks] == [1]
+
+
+def test_restart_passes_the_value_through_with_the_given_velocity() -> None:
+    f = OneEuroFilter(min_cutoff=0.5, beta=0.0)
+    f(np.zeros((5, 2)), 0.0)
+    f(np.ones((5, 2)), 1 / FPS)
+    out = f.restart(np.full((5, 2), 40.0), 1.0, np.full((5, 2), 12.0))
+    np.testing.assert_array_equal(out, np.full((5, 2), 40.0))
+    assert f.velocity is not None and float(f.velocity[0, 0]) == 12.0
+    assert float(f(np.full((5, 2), 40.0), 1.0 + 1 / FPS)[0, 0]) == 40.0
