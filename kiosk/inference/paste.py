@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.inference.kernels import blend_rgba, set_rgb
+from kiosk.inference.kernels import blend_rgba, paste_geometry, set_rgb
 from kiosk.inference.mask import MASK_FEATHER_FRAC, MASK_MARGIN_FRAC, MaskBuilder
 from kiosk.types import Affine2x3, FrameBGR
 
@@ -66,6 +66,8 @@ class PasteBack:
         self._alpha_of: dict[int, NDArray[np.uint8] | None] = {}
         self._default = MaskBuilder()
         self._warp = np.zeros((1, 1, 4), np.uint8)
+        self._box = np.zeros(4, np.int64)
+        self._inv = np.zeros((2, 3), np.float64)
 
     def _crop_rgba(self, size_px: int, alpha: NDArray[np.uint8] | None) -> NDArray[np.uint8]:
         buf = self._rgba.get(size_px)
@@ -101,16 +103,15 @@ class PasteBack:
         ``alpha`` (crop-sized uint8, :mod:`kiosk.inference.mask`) is the mask, default the feathered
         square. Returns the frame box that was touched, or None if the face lies outside the frame."""
         size_px = crop_bgr.shape[0]
-        box = face_region(affine, size_px, frame_bgr.shape[:2])
+        # The box (as face_region) and the crop→box matrix, in one compiled call.
+        inv = self._inv
+        box = paste_geometry(affine, size_px, frame_bgr.shape[:2], self._box, inv)
         if box is None:
             return None
         x0, y0, x1, y1 = box
         w, h = x1 - x0, y1 - y0
         rgba = self._crop_rgba(size_px, alpha)
         set_rgb(rgba, crop_bgr)
-        inv = cv2.invertAffineTransform(affine)
-        inv[0, 2] -= x0
-        inv[1, 2] -= y0
         warped = self._scratch(h, w)
         cv2.warpAffine(
             rgba,
