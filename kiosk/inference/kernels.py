@@ -155,20 +155,24 @@ def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pra
     h, w = roi.shape[0], roi.shape[1]
     inv = np.float32(1.0 / 255.0)
     for y in range(h):
+        # One row view each and unsigned column indices: no stride or wraparound arithmetic per
+        # pixel for the (non-contiguous) frame box.
+        r = roi[y]
+        s = rgba[y]
         for x in range(w):
-            a8 = rgba[y, x, 3]
+            u = np.uintp(x)
+            a8 = s[u, 3]
             if a8 == 0:
                 continue
             if a8 == 255:  # the opaque inside of the face: the formula gives the crop exactly
-                roi[y, x, 0] = rgba[y, x, 0]
-                roi[y, x, 1] = rgba[y, x, 1]
-                roi[y, x, 2] = rgba[y, x, 2]
+                r[u, 0] = s[u, 0]
+                r[u, 1] = s[u, 1]
+                r[u, 2] = s[u, 2]
                 continue
             a = np.float32(a8) * inv
             for c in range(3):
-                f = np.float32(roi[y, x, c])
-                v = f + (np.float32(rgba[y, x, c]) - f) * a
-                roi[y, x, c] = np.uint8(np.rint(v))
+                f = np.float32(r[u, c])
+                r[u, c] = np.uint8(np.rint(f + (np.float32(s[u, c]) - f) * a))
 
 
 @njit(cache=True, nogil=True)
