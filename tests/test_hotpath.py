@@ -512,3 +512,64 @@ def test_paste_geometry_equals_face_region_and_cv2_inverse() -> None:
             ref[1, 2] -= want[1]
             np.testing.assert_array_equal(inv, ref)
     assert hits > 100
+
+
+def test_zero_rings_counts_the_all_zero_edge() -> None:
+    a = np.zeros((16, 16), np.uint8)
+    assert kernels.zero_rings(a) == 8
+    a[3, 7] = 1
+    assert kernels.zero_rings(a) == 3
+    a[15, 0] = 9
+    assert kernels.zero_rings(a) == 0
+    from kiosk.inference.mask import MaskBuilder
+
+    assert kernels.zero_rings(np.ascontiguousarray(MaskBuilder().static_alpha(128))) == 3  # the 2 % margin
+
+
+def _paste_float64(frame: np.ndarray, crop: np.ndarray, alpha: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The paste-back in float64: each frame pixel samples crop and alpha bilinearly at its crop
+    coordinate (black, alpha 0 outside), both rounded as the uint8 warp stores them, then blended."""
+    h, w = frame.shape[:2]
+    s = crop.shape[0]
+    ys, xs = np.mgrid[:h, :w].astype(np.float64)
+    u = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
+    v = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    iu, iv = np.floor(u).astype(int), np.floor(v).astype(int)
+    fu, fv = u - iu, v - iv
+    img = np.concatenate([crop.astype(np.float64), alpha[:, :, None].astype(np.float64)], axis=2)
+    padded = np.zeros((s + 2, s + 2, 4))
+    padded[1:-1, 1:-1] = img
+
+    def at(dy: int, dx: int) -> np.ndarray:
+        yy, xx = np.clip(iv + dy + 1, 0, s + 1), np.clip(iu + dx + 1, 0, s + 1)
+        return padded[yy, xx]
+
+    top = at(0, 0) * (1 - fu)[..., None] + at(0, 1) * fu[..., None]
+    bottom = at(1, 0) * (1 - fu)[..., None] + at(1, 1) * fu[..., None]
+    sample = np.rint(top * (1 - fv)[..., None] + bottom * fv[..., None])
+    a = sample[..., 3:4] / 255.0
+    f = frame.astype(np.float64)
+    return np.rint(f + (sample[..., :3] - f) * a).astype(np.uint8)
+
+
+def test_paste_back_agrees_with_a_float64_reference_to_one_level() -> None:
+    from kiosk.inference.mask import MaskBuilder, MaskOptions, build_alpha
+
+    rng = np.random.default_rng(16)
+    frame = rng.integers(0, 256, (300, 360, 3), np.uint8)
+    crop = rng.integers(0, 256, (128, 128, 3), np.uint8)
+    kps = np.array([[45, 52], [83, 52], [64, 72], [49, 92], [79, 92]], np.float32)
+    alphas = [None, build_alpha(128, MaskOptions(shape="face", mouth=0.5), kps)]
+    paster = PasteBack()
+    for ang, scale, cx, cy in ((0.1, 0.6, 180, 150), (-0.7, 0.45, 170, 140), (2.0, 0.8, 40, 260)):
+        m = np.array(
+            [[scale * np.cos(ang), -scale * np.sin(ang), 0], [scale * np.sin(ang), scale * np.cos(ang), 0]]
+        )
+        m[:, 2] = 64 - m[:, :2] @ np.array([cx, cy])
+        for alpha in alphas:
+            got = frame.copy()
+            paster.paste(got, crop, m, alpha)
+            ref = _paste_float64(frame, crop, MaskBuilder().static_alpha(128) if alpha is None else alpha, m)
+            diff = np.abs(got.astype(int) - ref)
+            assert diff.max() <= 1, diff.max()
+            assert (diff > 0).mean() < 0.01

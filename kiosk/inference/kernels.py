@@ -418,15 +418,16 @@ def resize_planar(
 
 @njit(cache=True, nogil=True, fastmath=False)
 def _region(
-    m: NDArray[np.float64], s: int, fh: int, fw: int, box: NDArray[np.int64]
+    m: NDArray[np.float64], lo: float, hi: float, fh: int, fw: int, box: NDArray[np.int64]
 ) -> bool:  # pragma: no cover - compiled
-    """:func:`kiosk.inference.paste.face_region` (the frame box a crop covers), compiled."""
+    """The frame box (clipped) covering the crop-space square [lo, hi]² under frame→crop ``m``:
+    :func:`kiosk.inference.paste.face_region` for lo = 0, hi = the crop size."""
     inv = np.empty((2, 3), np.float64)
     _invert(m, inv)
     xmin = ymin = np.inf
     xmax = ymax = -np.inf
-    for cy in (0.0, float(s)):
-        for cx in (0.0, float(s)):
+    for cy in (lo, hi):
+        for cx in (lo, hi):
             px = cx * inv[0, 0] + cy * inv[0, 1] + inv[0, 2]
             py = cx * inv[1, 0] + cy * inv[1, 1] + inv[1, 2]
             xmin, xmax = min(xmin, px), max(xmax, px)
@@ -438,30 +439,62 @@ def _region(
     return box[2] > box[0] and box[3] > box[1]
 
 
+@njit(cache=True, nogil=True, fastmath=False)
+def _support(alpha: NDArray[np.uint8]) -> int:  # pragma: no cover - compiled
+    """How many rings of ``alpha`` (square) from the edge are entirely 0."""
+    s = alpha.shape[0]
+    for k in range(s // 2):
+        e = s - 1 - k
+        for i in range(k, e + 1):
+            if alpha[k, i] or alpha[e, i] or alpha[i, k] or alpha[i, e]:
+                return k
+    return s // 2
+
+
+def zero_rings(alpha: NDArray[np.uint8]) -> int:
+    """How many rings of crop pixels from the edge of the square ``alpha`` are entirely 0."""
+    if alpha.ndim != 2 or alpha.shape[0] != alpha.shape[1]:
+        raise ValueError(f"alpha must be square, got {alpha.shape}")
+    return int(_support(alpha))
+
+
 def paste_geometry(
     affine: NDArray[np.float64],
     size_px: int,
     frame_hw: tuple[int, int],
     box_out: NDArray[np.int64],
     inv_out: NDArray[np.float64],
+    inset: int = 0,
 ) -> tuple[int, int, int, int] | None:
     """The frame box a ``size_px`` crop under frame→crop ``affine`` covers (as
     :func:`kiosk.inference.paste.face_region`), and into ``inv_out`` (2x3 float64) the crop→box
     matrix ``warpAffine`` pastes with (``cv2.invertAffineTransform(affine)`` moved to the box
     origin); None when the crop misses the frame. ``box_out``: a reused (4,) int64 buffer. One
-    compiled call instead of two inversions and a corner product in numpy."""
+    compiled call instead of two inversions and a corner product in numpy.
+
+    ``inset`` > 0: only the part of the crop ``inset - 1`` pixels in from each edge, where an
+    alpha with ``inset`` zero rings (:func:`zero_rings`) can be non-zero: a bilinear sample farther
+    out reads only zero-alpha pixels."""
     m = np.ascontiguousarray(affine, np.float64)
     box = box_out
-    if not _paste_geometry(m, int(size_px), int(frame_hw[0]), int(frame_hw[1]), box, inv_out):
+    lo = float(max(inset - 1, 0))
+    hi = float(size_px) - lo
+    if not _paste_geometry(m, lo, hi, int(frame_hw[0]), int(frame_hw[1]), box, inv_out):
         return None
     return int(box[0]), int(box[1]), int(box[2]), int(box[3])
 
 
 @njit(cache=True, nogil=True, fastmath=False)
 def _paste_geometry(
-    m: NDArray[np.float64], s: int, fh: int, fw: int, box: NDArray[np.int64], inv: NDArray[np.float64]
+    m: NDArray[np.float64],
+    lo: float,
+    hi: float,
+    fh: int,
+    fw: int,
+    box: NDArray[np.int64],
+    inv: NDArray[np.float64],
 ) -> bool:  # pragma: no cover - compiled
-    if not _region(m, s, fh, fw, box):
+    if not _region(m, lo, hi, fh, fw, box):
         return False
     _invert(m, inv)
     inv[0, 2] -= box[0]
@@ -505,6 +538,7 @@ def warm_up() -> None:
     resize_planar(np.zeros((6, 6, 3), np.uint8), planar[0], 3, rgb=False, lut=lut)
     eye = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     paste_geometry(eye, 4, (8, 8), np.zeros(4, np.int64), np.zeros((2, 3), np.float64))
+    zero_rings(np.zeros((4, 4), np.uint8))
 
 
 @njit(cache=True, nogil=True, fastmath=False)
