@@ -8,8 +8,9 @@ same array the GL composite shader samples. Without one, the default feathered s
     margin    = MASK_MARGIN_FRAC * size,  inv_feather = 1 / (MASK_FEATHER_FRAC * size)
 
 computed once per crop size and cached. For each face we warp the crop and its mask (one
-4-channel ``cv2.warpAffine``) into a buffer the size of the face's bounding box in the frame, then
-blend that box of the frame in place (one fused numba pass, no float temporaries). Inside the
+4-channel ``cv2.warpAffine``) into a buffer the size of the face's bounding box in the frame (the
+box of the part of the crop where the mask can be non-zero: its all-zero outer rings are left
+out), then blend that box of the frame in place (one fused numba pass, no float temporaries). Inside the
 fully opaque part the result equals the warped crop exactly (as insightface's
 ``INSwapper.get(paste_back=True)``); outside the box the frame is not touched. insightface
 instead warps three full-frame images and erodes/blurs at full frame.
