@@ -11,6 +11,11 @@ frame (OpenCV on one thread): the overhead's work alone, much less sensitive to 
 wall time.
 
     .venv/bin/python benchmarks/bench_hotpath.py [--before b982620] [--size 1920x1080] [--rounds 5]
+        [--color-correction none|mean_std]
+
+The config is the default one (mask ``box``, no mouth, no occlusion) with colour correction as
+``--color-correction`` says (default ``none``; the shipped configs use ``mean_std``; its time is in
+"rest").
 
 Models: stand-ins (:mod:`kiosk.tools.standins`) with the real ``det_500m`` from ../shared/models
 when present. Frame: insightface's t1.jpg (six faces) scaled into the frame.
@@ -51,9 +56,10 @@ from pathlib import Path
 from kiosk.config import KioskConfig
 from kiosk.pipeline import SwapPipeline
 models, det, frame_path, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+color = sys.argv[5] if len(sys.argv) > 5 else "none"
 cfg = KioskConfig.model_validate({
     "models": {"dir": models, "detector": det, "providers": {"order": ["cpu"]}},
-    "processing": {"max_faces": 8},
+    "processing": {"max_faces": 8, "color_correction": color},
     "base_dir": models,
 })
 pipe = SwapPipeline.from_config(cfg)
@@ -137,6 +143,9 @@ def main() -> int:
     ap.add_argument("--size", default="1920x1080")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--frames", type=int, default=30, help="frames per round and version")
+    ap.add_argument(
+        "--color-correction", default="none", help="processing.color_correction for both trees (default none)"
+    )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from kiosk.tools.bench import faces_frame, shared_file
@@ -171,6 +180,7 @@ def main() -> int:
                         det_arg,
                         str(tmp / "frame.npy"),
                         str(args.frames),
+                        args.color_correction,
                     ],
                     capture_output=True,
                     text=True,
@@ -200,7 +210,8 @@ def main() -> int:
                     for key, value in split.items():
                         per_part[name].setdefault(key, []).extend([value])
     print(
-        f"frame {w}x{h}, faces {faces}, {args.rounds} alternating rounds x {args.frames} frames, load {os.getloadavg()[0]:.1f}"
+        f"frame {w}x{h}, faces {faces}, {args.rounds} alternating rounds x {args.frames} frames, "
+        f"color_correction {args.color_correction}, load {os.getloadavg()[0]:.1f}"
     )
     print("version   total p50   session p50   outside p50   outside/face")
     med = {}

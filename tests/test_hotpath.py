@@ -387,3 +387,189 @@ def test_compiled_nms_equals_the_numpy_loop() -> None:
         scores = rng.uniform(0.5, 1.0, n).astype(np.float32).round(2)
         for iou in (0.0, 0.4, 0.7):
             assert nms(boxes, scores, iou) == _nms_numpy(boxes, scores, iou)
+
+
+# -- the last milliseconds: fused letterbox, compiled decode, paste geometry --------------------------------
+@pytest.mark.parametrize(("h", "w", "k"), [(1080, 1920, 3), (1800, 3200, 5), (21, 33, 3)])
+def test_fused_letterbox_equals_cv2_resize_then_planar(h: int, w: int, k: int) -> None:
+    import cv2
+
+    rng = np.random.default_rng(12)
+    img = rng.integers(0, 256, (h, w, 3), np.uint8)
+    assert kernels.resize_factor(h, w, h // k, w // k) == k
+    for rgb, mean, std in ((True, 127.5, 128.0), (False, (104.0, 117.0, 123.0), 1.0), (False, 0.0, 1.0)):
+        want = np.full((3, w // k + 3, w // k + 3), -7.0, np.float32)
+        got = want.copy()
+        small = cv2.resize(img, (w // k, h // k))  # what the letterbox did before
+        kernels.hwc_to_planar(small, want, rgb=rgb, mean=mean, std=std)
+        kernels.resize_planar(img, got, k, rgb=rgb, lut=kernels.planar_lut(mean, std))
+        np.testing.assert_array_equal(got, want)  # the same floats, padding untouched
+        # and against a float64 reference: OpenCV's bilinear points at an odd factor are pixels
+        o = (k - 1) // 2
+        means = np.broadcast_to(np.asarray(mean, np.float64), (3,))[:, None, None]
+        src = img[o::k, o::k].astype(np.float64).transpose(2, 0, 1)
+        ref = ((src[::-1] if rgb else src) - means) / std
+        np.testing.assert_allclose(got[:, : h // k, : w // k], ref, rtol=1e-6, atol=1e-6)
+
+
+def test_resize_factor_only_takes_exact_odd_multiples() -> None:
+    assert kernels.resize_factor(1080, 1920, 360, 640) == 3
+    assert kernels.resize_factor(720, 1280, 360, 640) == 0  # 2x: OpenCV averages, its own path
+    assert kernels.resize_factor(1080, 1921, 360, 640) == 0
+    assert kernels.resize_factor(1000, 1920, 333, 640) == 0
+    with pytest.raises(ValueError, match="exact"):
+        kernels.resize_planar(
+            np.zeros((8, 8, 3), np.uint8),
+            np.zeros((3, 4, 4), np.float32),
+            2,
+            rgb=True,
+            lut=kernels.planar_lut(0.0, 1.0),
+        )
+
+
+def test_detector_letterbox_of_a_1080p_frame_is_unchanged(standin_dir: Path) -> None:
+    import cv2
+
+    from kiosk.inference.detector import make_detector
+    from kiosk.inference.specs import spec_for_file
+
+    path = standin_dir / "det_10g.onnx"
+    session, used = create_session(
+        path, ProviderOptions.of(ProvidersConfig.model_validate({"order": ["cpu"]}))
+    )
+    det = make_detector(session, spec_for_file("detector", path), path, used, det_size=640)
+    frame = np.random.default_rng(13).integers(0, 256, (1080, 1920, 3), np.uint8)
+    assert det._letterbox(frame) == 360 / 1080
+    want = np.zeros((3, 640, 640), np.float32)
+    det._fill_padding(want)
+    kernels.hwc_to_planar(
+        cv2.resize(frame, (640, 360)), want, rgb=det.spec.colour == "RGB", mean=det._mean, std=det.spec.std
+    )
+    np.testing.assert_array_equal(det._blob[0], want)
+
+
+def _scrfd_decode_numpy(outs: list[np.ndarray], size: int, threshold: float):  # type: ignore[no-untyped-def]
+    """The numpy decode the compiled loop replaced (insightface's)."""
+    all_scores, all_boxes, all_kps = [], [], []
+    for i, stride in enumerate((8, 16, 32)):
+        scores = outs[i].reshape(-1)
+        pos = np.nonzero(scores >= threshold)[0]
+        if pos.size == 0:
+            continue
+        n = size // stride
+        ys, xs = np.mgrid[:n, :n]
+        grid = np.repeat(np.stack([xs, ys], axis=-1).astype(np.float32).reshape(-1, 2), 2, axis=0)
+        anchors = grid[pos] * np.float32(stride)
+        dist = outs[i + 3].reshape(-1, 4)[pos] * np.float32(stride)
+        kdist = outs[i + 6].reshape(-1, 10)[pos] * np.float32(stride)
+        all_scores.append(scores[pos])
+        all_boxes.append(np.concatenate([anchors - dist[:, :2], anchors + dist[:, 2:]], axis=1))
+        all_kps.append(kdist + np.tile(anchors, 5))
+    if not all_scores:
+        return np.zeros(0, np.float32), np.zeros((0, 4), np.float32), np.zeros((0, 10), np.float32)
+    return np.concatenate(all_scores), np.concatenate(all_boxes), np.concatenate(all_kps)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.97, 2.0])
+def test_compiled_scrfd_decode_equals_numpy(threshold: float) -> None:
+    rng = np.random.default_rng(14)
+    size = 160
+    counts = [2 * (size // s) ** 2 for s in (8, 16, 32)]
+    outs = [rng.random((c, 1), dtype=np.float32) for c in counts]
+    outs += [rng.normal(0, 3, (c, 4)).astype(np.float32) for c in counts]
+    outs += [rng.normal(0, 3, (c, 10)).astype(np.float32) for c in counts]
+    total = sum(counts)
+    scores, boxes, kps = (
+        np.zeros(total, np.float32),
+        np.zeros((total, 4), np.float32),
+        np.zeros((total, 10), np.float32),
+    )
+    n = kernels.scrfd_decode(outs, size, (8, 16, 32), threshold, scores, boxes, kps)
+    want = _scrfd_decode_numpy(outs, size, threshold)
+    assert n == want[0].shape[0]
+    for got, ref in zip((scores[:n], boxes[:n], kps[:n]), want, strict=True):
+        np.testing.assert_array_equal(got, ref)
+
+
+def test_paste_geometry_equals_face_region_and_cv2_inverse() -> None:
+    import cv2
+
+    from kiosk.inference.paste import face_region
+
+    rng = np.random.default_rng(15)
+    box, inv = np.zeros(4, np.int64), np.zeros((2, 3), np.float64)
+    hits = 0
+    for _ in range(300):
+        ang, s = rng.uniform(-3, 3), rng.uniform(0.2, 1.5)
+        m = np.array([[s * np.cos(ang), -s * np.sin(ang), 0.0], [s * np.sin(ang), s * np.cos(ang), 0.0]])
+        m[:, 2] = 64 - m[:, :2] @ np.array([rng.uniform(-200, 2100), rng.uniform(-200, 1300)])
+        want = face_region(m, 128, (1080, 1920))
+        assert kernels.paste_geometry(m, 128, (1080, 1920), box, inv) == want
+        if want is not None:
+            hits += 1
+            ref = cv2.invertAffineTransform(m)
+            ref[0, 2] -= want[0]
+            ref[1, 2] -= want[1]
+            np.testing.assert_array_equal(inv, ref)
+    assert hits > 100
+
+
+def test_zero_rings_counts_the_all_zero_edge() -> None:
+    a = np.zeros((16, 16), np.uint8)
+    assert kernels.zero_rings(a) == 8
+    a[3, 7] = 1
+    assert kernels.zero_rings(a) == 3
+    a[15, 0] = 9
+    assert kernels.zero_rings(a) == 0
+    from kiosk.inference.mask import MaskBuilder
+
+    assert kernels.zero_rings(np.ascontiguousarray(MaskBuilder().static_alpha(128))) == 3  # the 2 % margin
+
+
+def _paste_float64(frame: np.ndarray, crop: np.ndarray, alpha: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """The paste-back in float64: each frame pixel samples crop and alpha bilinearly at its crop
+    coordinate (black, alpha 0 outside), both rounded as the uint8 warp stores them, then blended."""
+    h, w = frame.shape[:2]
+    s = crop.shape[0]
+    ys, xs = np.mgrid[:h, :w].astype(np.float64)
+    u = m[0, 0] * xs + m[0, 1] * ys + m[0, 2]
+    v = m[1, 0] * xs + m[1, 1] * ys + m[1, 2]
+    iu, iv = np.floor(u).astype(int), np.floor(v).astype(int)
+    fu, fv = u - iu, v - iv
+    img = np.concatenate([crop.astype(np.float64), alpha[:, :, None].astype(np.float64)], axis=2)
+    padded = np.zeros((s + 2, s + 2, 4))
+    padded[1:-1, 1:-1] = img
+
+    def at(dy: int, dx: int) -> np.ndarray:
+        yy, xx = np.clip(iv + dy + 1, 0, s + 1), np.clip(iu + dx + 1, 0, s + 1)
+        return padded[yy, xx]
+
+    top = at(0, 0) * (1 - fu)[..., None] + at(0, 1) * fu[..., None]
+    bottom = at(1, 0) * (1 - fu)[..., None] + at(1, 1) * fu[..., None]
+    sample = np.rint(top * (1 - fv)[..., None] + bottom * fv[..., None])
+    a = sample[..., 3:4] / 255.0
+    f = frame.astype(np.float64)
+    return np.rint(f + (sample[..., :3] - f) * a).astype(np.uint8)
+
+
+def test_paste_back_agrees_with_a_float64_reference_to_one_level() -> None:
+    from kiosk.inference.mask import MaskBuilder, MaskOptions, build_alpha
+
+    rng = np.random.default_rng(16)
+    frame = rng.integers(0, 256, (300, 360, 3), np.uint8)
+    crop = rng.integers(0, 256, (128, 128, 3), np.uint8)
+    kps = np.array([[45, 52], [83, 52], [64, 72], [49, 92], [79, 92]], np.float32)
+    alphas = [None, build_alpha(128, MaskOptions(shape="face", mouth=0.5), kps)]
+    paster = PasteBack()
+    for ang, scale, cx, cy in ((0.1, 0.6, 180, 150), (-0.7, 0.45, 170, 140), (2.0, 0.8, 40, 260)):
+        m = np.array(
+            [[scale * np.cos(ang), -scale * np.sin(ang), 0], [scale * np.sin(ang), scale * np.cos(ang), 0]]
+        )
+        m[:, 2] = 64 - m[:, :2] @ np.array([cx, cy])
+        for alpha in alphas:
+            got = frame.copy()
+            paster.paste(got, crop, m, alpha)
+            ref = _paste_float64(frame, crop, MaskBuilder().static_alpha(128) if alpha is None else alpha, m)
+            diff = np.abs(got.astype(int) - ref)
+            assert diff.max() <= 1, diff.max()
+            assert (diff > 0).mean() < 0.01

@@ -27,7 +27,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.inference.errors import ImageError, ModelSignatureError
-from kiosk.inference.kernels import hwc_to_planar, nms_sorted
+from kiosk.inference.kernels import (
+    hwc_to_planar,
+    nms_sorted,
+    planar_lut,
+    resize_factor,
+    resize_planar,
+    scrfd_decode,
+)
 from kiosk.inference.sessions import SessionRunner
 from kiosk.inference.specs import ModelSpec, check_signature
 from kiosk.types import Face, FrameBGR
@@ -90,6 +97,8 @@ class FaceDetector:
             session, provider, iobinding=iobinding, device_id=device_id, output_names=self.output_names
         )
         self._mean = spec.channel_mean if spec.channel_mean is not None else spec.mean
+        #: (3, 256) normalised value of each byte per input plane, for the fused letterbox.
+        self._lut = planar_lut(self._mean, spec.std)
         self._blob = np.zeros((1, 3, self.input_size, self.input_size), np.float32)
         self._fill_padding(self._blob[0])
         self._resize_buf = np.zeros(self.det_size * self.det_size * 3, np.uint8)
@@ -129,9 +138,12 @@ class FaceDetector:
     def _letterbox(self, frame_bgr: FrameBGR) -> float:
         """Resize ``frame_bgr`` into the top-left of the reused input blob; return the scale used.
 
-        The frame is resized into a reused buffer, then converted to normalised planar float in one
-        fused pass (:func:`~kiosk.inference.kernels.hwc_to_planar`). The padding is the normalised
-        value of black, written once per frame size (the image never overwrites it)."""
+        A frame that is an odd multiple of the input (1920x1080 at 640: 3x) goes in
+        one pass (:func:`~kiosk.inference.kernels.resize_planar`: the pixels ``cv2.resize`` would
+        sample, straight into normalised planar float, the same floats); any other size is resized
+        into a reused buffer, then converted in one fused pass
+        (:func:`~kiosk.inference.kernels.hwc_to_planar`). The padding is the normalised value of
+        black, written once per frame size (the image never overwrites it)."""
         if frame_bgr is None or frame_bgr.ndim != 3 or frame_bgr.shape[2] != 3 or frame_bgr.size == 0:
             shape = None if frame_bgr is None else frame_bgr.shape
             raise ImageError(f"expected a BGR image of shape (H, W, 3), got {shape}")
@@ -153,6 +165,10 @@ class FaceDetector:
         if (new_h, new_w) == (h, w):
             resized = frame_bgr  # already the input size (a region crop): no resize, no copy
         else:
+            k = resize_factor(h, w, new_h, new_w)
+            if k:
+                resize_planar(frame_bgr, self._blob[0], k, rgb=spec.colour == "RGB", lut=self._lut)
+                return new_h / h
             resized = self._resized
             cv2.resize(frame_bgr, (new_w, new_h), dst=resized)
         hwc_to_planar(resized, self._blob[0], rgb=spec.colour == "RGB", mean=self._mean, std=spec.std)
@@ -320,28 +336,24 @@ class FaceDetector:
 class ScrfdDetector(FaceDetector):
     """insightface SCRFD with keypoints: 9 outputs, 2 anchors per cell, distances × stride."""
 
+    _cand: tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]] | None = None
+
     def _decode(
         self, outs: list[NDArray[np.float32]]
     ) -> tuple[NDArray[np.float32], NDArray[np.float32], NDArray[np.float32]]:
         size = self.input_size
-        all_scores, all_boxes, all_kps = [], [], []
-        for i, stride in enumerate(STRIDES):
-            scores = outs[i].reshape(-1)
-            pos = np.nonzero(scores >= self.threshold)[0]
-            if pos.size == 0:
-                continue
-            anchors = self._anchors(size // stride, size // stride, stride, 2)[pos] * np.float32(stride)
-            dist = outs[i + 3].reshape(-1, 4)[pos] * np.float32(stride)
-            kdist = outs[i + 6].reshape(-1, 10)[pos] * np.float32(stride)
-            boxes = np.concatenate([anchors - dist[:, :2], anchors + dist[:, 2:]], axis=1)
-            kps = kdist + np.tile(anchors, 5)
-            all_scores.append(scores[pos])
-            all_boxes.append(boxes)
-            all_kps.append(kps)
-        if not all_scores:
-            empty = np.zeros((0,), np.float32)
-            return empty, np.zeros((0, 4), np.float32), np.zeros((0, 10), np.float32)
-        return np.concatenate(all_scores), np.concatenate(all_boxes), np.concatenate(all_kps)
+        if self._cand is None:  # rows for every anchor: the most candidates one run can give
+            n = sum(2 * (size // s) ** 2 for s in STRIDES)
+            self._cand = (
+                np.zeros(n, np.float32),
+                np.zeros((n, 4), np.float32),
+                np.zeros((n, 10), np.float32),
+            )
+        scores, boxes, kps = self._cand
+        # One compiled loop over each stride's scores (the float32 operations of insightface's
+        # numpy decode: anchors × stride, distances × stride).
+        n = scrfd_decode(outs, size, STRIDES, self.threshold, scores, boxes, kps)
+        return scores[:n], boxes[:n], kps[:n]
 
 
 class YunetDetector(FaceDetector):

@@ -18,11 +18,20 @@ caller preallocated. The kernels release the GIL, so the capture and render thre
   per-call overhead (25 us a face in numpy).
 - :func:`nms_sorted`: the detector's greedy NMS in one compiled loop (numpy: one pass per kept box).
 - :func:`set_rgb`: a crop into the colour channels of its cached RGBA paste buffer.
+- :func:`scrfd_decode`: SCRFD's candidates above the threshold → boxes and keypoints, one loop.
+- :func:`resize_planar`: the detector's letterbox of a frame that is an odd multiple of the
+  input (1920x1080 → 640x360 is 3×) in one pass instead of ``cv2.resize`` (INTER_LINEAR) and then
+  :func:`hwc_to_planar`, with the same floats: at an odd factor ``k`` OpenCV's bilinear sample
+  points fall exactly on source pixels (``src = k·x + (k − 1)/2``), so the kernel reads those
+  pixels and writes the normalised planes straight into the detector input.
+- :func:`paste_geometry`: the paste-back's face box and crop→box matrix in one compiled call.
 
 Compiled on first use and cached on disk (``cache=True``); :func:`warm_up` compiles them all.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit
@@ -146,20 +155,24 @@ def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pra
     h, w = roi.shape[0], roi.shape[1]
     inv = np.float32(1.0 / 255.0)
     for y in range(h):
+        # One row view each and unsigned column indices: no stride or wraparound arithmetic per
+        # pixel for the (non-contiguous) frame box.
+        r = roi[y]
+        s = rgba[y]
         for x in range(w):
-            a8 = rgba[y, x, 3]
+            u = np.uintp(x)
+            a8 = s[u, 3]
             if a8 == 0:
                 continue
             if a8 == 255:  # the opaque inside of the face: the formula gives the crop exactly
-                roi[y, x, 0] = rgba[y, x, 0]
-                roi[y, x, 1] = rgba[y, x, 1]
-                roi[y, x, 2] = rgba[y, x, 2]
+                r[u, 0] = s[u, 0]
+                r[u, 1] = s[u, 1]
+                r[u, 2] = s[u, 2]
                 continue
             a = np.float32(a8) * inv
             for c in range(3):
-                f = np.float32(roi[y, x, c])
-                v = f + (np.float32(rgba[y, x, c]) - f) * a
-                roi[y, x, c] = np.uint8(np.rint(v))
+                f = np.float32(r[u, c])
+                r[u, c] = np.uint8(np.rint(f + (np.float32(s[u, c]) - f) * a))
 
 
 @njit(cache=True, nogil=True)
@@ -332,6 +345,163 @@ def set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:
     _set_rgb(rgba, bgr)
 
 
+@njit(cache=True, nogil=True, fastmath=False, inline="always")
+def _invert(m: NDArray[np.float64], out: NDArray[np.float64]) -> None:  # pragma: no cover - compiled
+    """2x3 affine inverse in float64 with the operations of ``cv2.invertAffineTransform`` (and of
+    ``warpAffine``'s own inversion, which is the same formula)."""
+    d = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+    d = 1.0 / d if d != 0.0 else 0.0
+    a11 = m[1, 1] * d
+    a22 = m[0, 0] * d
+    a12 = -m[0, 1] * d
+    a21 = -m[1, 0] * d
+    out[0, 0] = a11
+    out[0, 1] = a12
+    out[1, 0] = a21
+    out[1, 1] = a22
+    out[0, 2] = -a11 * m[0, 2] - a12 * m[1, 2]
+    out[1, 2] = -a21 * m[0, 2] - a22 * m[1, 2]
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _resize_planar(
+    src: NDArray[np.uint8], dst: NDArray[np.float32], k: int, swap_rb: bool, lut: NDArray[np.float32]
+) -> None:  # pragma: no cover - compiled
+    nh, nw = src.shape[0] // k, src.shape[1] // k
+    o = (k - 1) // 2
+    # The planes in the order of the source bytes (B, G, R): where each goes in ``dst``.
+    pb, pr = (2, 0) if swap_rb else (0, 2)
+    lb, lg, lr = lut[pb], lut[1], lut[pr]
+    for y in range(nh):
+        db, dg, dr = dst[pb, y], dst[1, y], dst[pr, y]
+        row = src[k * y + o]
+        for x in range(nw):
+            u = np.uintp(k * x + o)
+            db[x] = lb[row[u, 0]]
+            dg[x] = lg[row[u, 1]]
+            dr[x] = lr[row[u, 2]]
+
+
+def planar_lut(mean: float | tuple[float, float, float], std: float) -> NDArray[np.float32]:
+    """(3, 256) float32: ``(i − mean_c) · (1/std)`` per plane, the float32 operations of
+    :func:`hwc_to_planar`."""
+    means = mean if isinstance(mean, tuple) else (mean,) * 3
+    inv = np.float32(float(1.0 / std))
+    i = np.arange(256, dtype=np.float32)
+    return np.stack([(i - np.float32(float(m))) * inv for m in means]).astype(np.float32)
+
+
+def resize_factor(h: int, w: int, new_h: int, new_w: int) -> int:
+    """The odd integer factor ``k`` (3, 5, ...) when ``cv2.resize`` of (h, w) to (new_h, new_w) is
+    what :func:`resize_planar` reproduces exactly, else 0. (An even factor averages pixels; at 2x
+    OpenCV's own SIMD average is faster than a scalar kernel, measured, so it keeps that path.)"""
+    if new_w <= 0 or new_h <= 0 or w % new_w or h % new_h:
+        return 0
+    k = w // new_w
+    if h // new_h != k or k < 3 or k % 2 == 0:
+        return 0
+    return k
+
+
+def resize_planar(
+    src_bgr: NDArray[np.uint8], dst: NDArray[np.float32], k: int, *, rgb: bool, lut: NDArray[np.float32]
+) -> None:
+    """``hwc_to_planar(cv2.resize(src, (W/k, H/k)))`` into the top-left of ``dst`` (3, H', W'), in
+    one pass; ``k`` from :func:`resize_factor`, ``lut`` from :func:`planar_lut`."""
+    h, w = src_bgr.shape[:2]
+    if k < 3 or k % 2 == 0 or h % k or w % k:
+        raise ValueError(f"no exact {k}x resize of a {w}x{h} image (k must be odd and divide both)")
+    if dst.shape[0] != 3 or dst.shape[1] < h // k or dst.shape[2] < w // k:
+        raise ValueError(f"planar buffer {dst.shape} too small for {w // k}x{h // k}")
+    _resize_planar(src_bgr, dst, int(k), bool(rgb), lut)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _region(
+    m: NDArray[np.float64], lo: float, hi: float, fh: int, fw: int, box: NDArray[np.int64]
+) -> bool:  # pragma: no cover - compiled
+    """The frame box (clipped) covering the crop-space square [lo, hi]² under frame→crop ``m``:
+    :func:`kiosk.inference.paste.face_region` for lo = 0, hi = the crop size."""
+    inv = np.empty((2, 3), np.float64)
+    _invert(m, inv)
+    xmin = ymin = np.inf
+    xmax = ymax = -np.inf
+    for cy in (lo, hi):
+        for cx in (lo, hi):
+            px = cx * inv[0, 0] + cy * inv[0, 1] + inv[0, 2]
+            py = cx * inv[1, 0] + cy * inv[1, 1] + inv[1, 2]
+            xmin, xmax = min(xmin, px), max(xmax, px)
+            ymin, ymax = min(ymin, py), max(ymax, py)
+    box[0] = max(int(math.floor(xmin)) - 1, 0)
+    box[1] = max(int(math.floor(ymin)) - 1, 0)
+    box[2] = min(int(math.ceil(xmax)) + 2, fw)
+    box[3] = min(int(math.ceil(ymax)) + 2, fh)
+    return box[2] > box[0] and box[3] > box[1]
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _support(alpha: NDArray[np.uint8]) -> int:  # pragma: no cover - compiled
+    """How many rings of ``alpha`` (square) from the edge are entirely 0."""
+    s = alpha.shape[0]
+    for k in range(s // 2):
+        e = s - 1 - k
+        for i in range(k, e + 1):
+            if alpha[k, i] or alpha[e, i] or alpha[i, k] or alpha[i, e]:
+                return k
+    return s // 2
+
+
+def zero_rings(alpha: NDArray[np.uint8]) -> int:
+    """How many rings of crop pixels from the edge of the square ``alpha`` are entirely 0."""
+    if alpha.ndim != 2 or alpha.shape[0] != alpha.shape[1]:
+        raise ValueError(f"alpha must be square, got {alpha.shape}")
+    return int(_support(alpha))
+
+
+def paste_geometry(
+    affine: NDArray[np.float64],
+    size_px: int,
+    frame_hw: tuple[int, int],
+    box_out: NDArray[np.int64],
+    inv_out: NDArray[np.float64],
+    inset: int = 0,
+) -> tuple[int, int, int, int] | None:
+    """The frame box a ``size_px`` crop under frame→crop ``affine`` covers (as
+    :func:`kiosk.inference.paste.face_region`), and into ``inv_out`` (2x3 float64) the crop→box
+    matrix ``warpAffine`` pastes with (``cv2.invertAffineTransform(affine)`` moved to the box
+    origin); None when the crop misses the frame. ``box_out``: a reused (4,) int64 buffer. One
+    compiled call instead of two inversions and a corner product in numpy.
+
+    ``inset`` > 0: only the part of the crop ``inset - 1`` pixels in from each edge, where an
+    alpha with ``inset`` zero rings (:func:`zero_rings`) can be non-zero: a bilinear sample farther
+    out reads only zero-alpha pixels."""
+    m = np.ascontiguousarray(affine, np.float64)
+    box = box_out
+    lo = float(max(inset - 1, 0))
+    hi = float(size_px) - lo
+    if not _paste_geometry(m, lo, hi, int(frame_hw[0]), int(frame_hw[1]), box, inv_out):
+        return None
+    return int(box[0]), int(box[1]), int(box[2]), int(box[3])
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _paste_geometry(
+    m: NDArray[np.float64],
+    lo: float,
+    hi: float,
+    fh: int,
+    fw: int,
+    box: NDArray[np.int64],
+    inv: NDArray[np.float64],
+) -> bool:  # pragma: no cover - compiled
+    if not _region(m, lo, hi, fh, fw, box):
+        return False
+    _invert(m, inv)
+    inv[0, 2] -= box[0]
+    inv[1, 2] -= box[1]
+    return True
+
+
 def warm_up() -> None:
     """Compile (or load from the cache) every kernel once, for each layout the pipeline uses."""
     img = np.zeros((4, 4, 3), np.uint8)
@@ -352,3 +522,85 @@ def warm_up() -> None:
     similarity(pts, pts)
     nms_sorted(np.array([[0, 0, 4, 4], [1, 1, 5, 5]], np.float32), np.array([0, 1]), 0.4)
     blend_rgba(np.zeros((2, 2, 3), np.uint8), np.zeros((4, 4, 4), np.uint8)[:2, :2])
+    outs = [np.zeros((1, 32, 1), np.float32) for _ in range(3)]
+    outs += [np.zeros((1, 32, 4), np.float32) for _ in range(3)]
+    outs += [np.zeros((1, 32, 10), np.float32) for _ in range(3)]
+    scrfd_decode(
+        outs,
+        32,
+        (8, 16, 32),
+        0.5,
+        np.zeros(96, np.float32),
+        np.zeros((96, 4), np.float32),
+        np.zeros((96, 10), np.float32),
+    )
+    lut = planar_lut(0.0, 255.0)
+    resize_planar(np.zeros((6, 6, 3), np.uint8), planar[0], 3, rgb=False, lut=lut)
+    eye = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    paste_geometry(eye, 4, (8, 8), np.zeros(4, np.int64), np.zeros((2, 3), np.float64))
+    zero_rings(np.zeros((4, 4), np.uint8))
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _scrfd_decode(
+    scores: NDArray[np.float32],
+    dist: NDArray[np.float32],
+    kdist: NDArray[np.float32],
+    cols: int,
+    stride: int,
+    threshold: float,
+    out_scores: NDArray[np.float32],
+    out_boxes: NDArray[np.float32],
+    out_kps: NDArray[np.float32],
+    start: int,
+) -> int:  # pragma: no cover - compiled
+    s = np.float32(stride)
+    thr = np.float32(threshold)
+    n = start
+    for i in range(scores.shape[0]):
+        if not scores[i] >= thr:
+            continue
+        cell = i // 2  # two anchors per cell
+        ax = np.float32(cell % cols) * s
+        ay = np.float32(cell // cols) * s
+        out_scores[n] = scores[i]
+        out_boxes[n, 0] = ax - dist[i, 0] * s
+        out_boxes[n, 1] = ay - dist[i, 1] * s
+        out_boxes[n, 2] = ax + dist[i, 2] * s
+        out_boxes[n, 3] = ay + dist[i, 3] * s
+        for p in range(5):
+            out_kps[n, 2 * p] = kdist[i, 2 * p] * s + ax
+            out_kps[n, 2 * p + 1] = kdist[i, 2 * p + 1] * s + ay
+        n += 1
+    return n
+
+
+def scrfd_decode(
+    outs: list[NDArray[np.float32]],
+    input_size: int,
+    strides: tuple[int, ...],
+    threshold: float,
+    out_scores: NDArray[np.float32],
+    out_boxes: NDArray[np.float32],
+    out_kps: NDArray[np.float32],
+) -> int:
+    """SCRFD's decode (two anchors a cell, distances × stride) of the candidates scoring at least
+    ``threshold``, stride by stride in index order, into the preallocated ``out_*`` arrays (as
+    many rows as anchors); returns how many. The float32 operations of the numpy decode."""
+    n = 0
+    k = len(strides)
+    for i, stride in enumerate(strides):
+        cols = input_size // stride
+        n = _scrfd_decode(
+            outs[i].reshape(-1),
+            outs[i + k].reshape(-1, 4),
+            outs[i + 2 * k].reshape(-1, 10),
+            cols,
+            stride,
+            float(threshold),
+            out_scores,
+            out_boxes,
+            out_kps,
+            n,
+        )
+    return n

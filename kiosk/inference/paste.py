@@ -8,8 +8,9 @@ same array the GL composite shader samples. Without one, the default feathered s
     margin    = MASK_MARGIN_FRAC * size,  inv_feather = 1 / (MASK_FEATHER_FRAC * size)
 
 computed once per crop size and cached. For each face we warp the crop and its mask (one
-4-channel ``cv2.warpAffine``) into a buffer the size of the face's bounding box in the frame, then
-blend that box of the frame in place (one fused numba pass, no float temporaries). Inside the
+4-channel ``cv2.warpAffine``) into a buffer the size of the face's bounding box in the frame (the
+box of the part of the crop where the mask can be non-zero: its all-zero outer rings are left
+out), then blend that box of the frame in place (one fused numba pass, no float temporaries). Inside the
 fully opaque part the result equals the warped crop exactly (as insightface's
 ``INSwapper.get(paste_back=True)``); outside the box the frame is not touched. insightface
 instead warps three full-frame images and erodes/blurs at full frame.
@@ -23,7 +24,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.inference.kernels import blend_rgba, set_rgb
+from kiosk.inference.kernels import blend_rgba, paste_geometry, set_rgb, zero_rings
 from kiosk.inference.mask import MASK_FEATHER_FRAC, MASK_MARGIN_FRAC, MaskBuilder
 from kiosk.types import Affine2x3, FrameBGR
 
@@ -66,6 +67,9 @@ class PasteBack:
         self._alpha_of: dict[int, NDArray[np.uint8] | None] = {}
         self._default = MaskBuilder()
         self._warp = np.zeros((1, 1, 4), np.uint8)
+        self._box = np.zeros(4, np.int64)
+        self._rings: dict[int, int] = {}  # zero rings of each cached (read-only) static alpha
+        self._inv = np.zeros((2, 3), np.float64)
 
     def _crop_rgba(self, size_px: int, alpha: NDArray[np.uint8] | None) -> NDArray[np.uint8]:
         buf = self._rgba.get(size_px)
@@ -81,7 +85,19 @@ class PasteBack:
                 raise ValueError(f"alpha {alpha.shape} does not match the {size_px} px crop")
             buf[:, :, 3] = alpha
             self._alpha_of[size_px] = alpha
+            self._rings.pop(size_px, None)
         return buf
+
+    def _inset(self, size_px: int, alpha: NDArray[np.uint8] | None) -> int:
+        """The zero rings of this face's alpha: cached for the shared read-only static alpha,
+        counted (a few microseconds) for a per-face one."""
+        if alpha is not None and alpha.flags.writeable:
+            return zero_rings(alpha)
+        rings = self._rings.get(size_px)
+        if rings is None:
+            rings = zero_rings(self._rgba[size_px][:, :, 3])
+            self._rings[size_px] = rings
+        return rings
 
     def _scratch(self, h: int, w: int) -> NDArray[np.uint8]:
         if self._warp.shape[0] < h or self._warp.shape[1] < w:
@@ -101,16 +117,18 @@ class PasteBack:
         ``alpha`` (crop-sized uint8, :mod:`kiosk.inference.mask`) is the mask, default the feathered
         square. Returns the frame box that was touched, or None if the face lies outside the frame."""
         size_px = crop_bgr.shape[0]
-        box = face_region(affine, size_px, frame_bgr.shape[:2])
+        rgba = self._crop_rgba(size_px, alpha)
+        # Only the box where the mask can be non-zero (its all-zero outer rings left out: the
+        # default mask's 2 % margin), and the crop→box matrix, in one compiled call.
+        inv = self._inv
+        box = paste_geometry(
+            affine, size_px, frame_bgr.shape[:2], self._box, inv, self._inset(size_px, alpha)
+        )
         if box is None:
             return None
         x0, y0, x1, y1 = box
         w, h = x1 - x0, y1 - y0
-        rgba = self._crop_rgba(size_px, alpha)
         set_rgb(rgba, crop_bgr)
-        inv = cv2.invertAffineTransform(affine)
-        inv[0, 2] -= x0
-        inv[1, 2] -= y0
         warped = self._scratch(h, w)
         cv2.warpAffine(
             rgba,
