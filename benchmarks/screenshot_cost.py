@@ -6,15 +6,16 @@ render fps (``fps.render`` of ``--stats-json``) per interval and its ratio to th
 ``--source photo`` shows the NASA photo (from ../shared/media or --photo), whose PNG is costly to
 compress, like a camera picture; ``--source demo`` is the demo's synthetic pattern (compresses well).
 
-    .venv/bin/python benchmarks/screenshot_cost.py [--source photo|demo] [--seconds 10] [--rounds 3]
-        [--every 1.0 0.2]
+    PYTHONPATH=TREE .venv/bin/python benchmarks/screenshot_cost.py [--source photo|demo]
+        [--seconds 10] [--rounds 3] [--every 1.0 0.2]
+
+(``PYTHONPATH`` picks the kiosk measured, e.g. an older commit unpacked with ``git archive``.)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -43,9 +44,8 @@ def _fps(args: list[str], folder: Path, every: float, seconds: float) -> float:
     cmd += ["--stats-json", str(stats)]
     if every:
         cmd += ["--screenshot", str(folder / "shot.png"), "--screenshot-every", str(every)]
-    subprocess.run(
-        cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy()
-    )
+    # cwd: the temporary folder, so that ``-m kiosk`` imports the tree PYTHONPATH names, not the cwd's
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=folder)
     return float(json.loads(stats.read_text())["fps"]["render"])
 
 
