@@ -7,7 +7,7 @@ render fps (``fps.render`` of ``--stats-json``) per interval and its ratio to th
 compress, like a camera picture; ``--source demo`` is the demo's synthetic pattern (compresses well).
 
     PYTHONPATH=TREE .venv/bin/python benchmarks/screenshot_cost.py [--source photo|demo]
-        [--seconds 10] [--rounds 3] [--every 1.0 0.2]
+        [--seconds 10] [--rounds 3] [--every 1.0 0.2] [--max-fps 60]
 
 (``PYTHONPATH`` picks the kiosk measured, e.g. an older commit unpacked with ``git archive``.)
 """
@@ -26,13 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PHOTO = ROOT.parent / "shared" / "media" / "astronaut_eileen_collins_nasa.png"
 
 
-def _config(folder: Path, source: str, photo: Path) -> list[str]:
+def _config(folder: Path, source: str, photo: Path, max_fps: float) -> list[str]:
     if source == "demo":
         return ["--demo"]
     cfg = folder / "photo.yaml"
     cfg.write_text(
         "source: {kind: image, path: " + json.dumps(str(photo)) + ", image_fps: 30, mirror: false}\n"
-        "display: {fullscreen: false, width: 1280, height: 720, fit: fit}\n"
+        f"display: {{fullscreen: false, width: 1280, height: 720, fit: fit, max_fps: {max_fps:g}}}\n"
         "overlay: {debug: true}\nprocessing: {enabled: false}\n"
     )
     return ["--config", str(cfg)]
@@ -55,6 +55,7 @@ def main() -> None:
     ap.add_argument("--photo", type=Path, default=PHOTO)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-fps", type=float, default=60.0, help="photo: display.max_fps (0: no cap)")
     ap.add_argument("--every", type=float, nargs="+", default=[1.0, 0.2])
     args = ap.parse_args()
     if args.source == "photo" and not args.photo.exists():
@@ -63,7 +64,7 @@ def main() -> None:
     fps: dict[float, list[float]] = {e: [] for e in intervals}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        run_args = _config(folder, args.source, args.photo)
+        run_args = _config(folder, args.source, args.photo, args.max_fps)
         for r in range(args.rounds):
             for e in intervals:
                 fps[e].append(_fps(run_args, folder, e, args.seconds))
