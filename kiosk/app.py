@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
@@ -53,6 +53,9 @@ from kiosk.signals import SignalState
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
+
+if TYPE_CHECKING:
+    from kiosk.render.shots import ShotWriter
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +176,7 @@ class KioskApp:
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
         self.snapshots_written = 0
+        self._shots: ShotWriter | None = None  # started with the first screenshot or snapshot
         self._custom_source = source_factory is not None
         self._custom_processor = processor_factory is not None
         self._watcher = ConfigWatcher(config_path) if config_path is not None else None
@@ -614,32 +618,43 @@ class KioskApp:
             return None
 
     # -- booth state -------------------------------------------------------------------------
+    def _shot_writer(self) -> ShotWriter:
+        if self._shots is None:
+            from kiosk.render.shots import ShotWriter
+
+            self._shots = ShotWriter()
+        return self._shots
+
+    def _close_shots(self) -> None:
+        """Write the screenshot and snapshots still waiting, then stop the writer thread."""
+        if self._shots is not None:
+            self._shots.close()
+
     def _take_snapshot(self, surface: Any) -> None:
+        """Read the frame just drawn; the writer thread encodes and saves it (queued, never dropped)."""
         self.controls.snapshot_requested = False
         from kiosk.booth.snapshots import save_snapshot
 
         snap = self.cfg.snapshots
-        try:
-            save_snapshot(
-                surface.read_rgb(), self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files
-            )
-            self.snapshots_written += 1
-        except OSError as exc:
-            log.error("snapshot not saved: %s", exc)
+        folder, hours, files = self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files
+        rgb = surface.read_rgb()
+
+        def save() -> None:
+            try:
+                save_snapshot(rgb, folder, hours, files)
+                self.snapshots_written += 1
+            except OSError as exc:
+                log.error("snapshot not saved: %s", exc)
+
+        self._shot_writer().job(save)
 
     def _write_screenshot(self, surface: Any) -> None:
-        """Replace ``opts.screenshot`` by the frame just drawn, atomically (a reader never sees half a PNG)."""
-        from kiosk.render.window import save_png
-
+        """Hand the frame just drawn to the writer thread, which replaces ``opts.screenshot`` by it
+        atomically (a reader never sees half a PNG); a newer frame replaces one still waiting."""
         path = self.opts.screenshot
         if path is None:
             return
-        tmp = path.with_name(f"{path.stem}.tmp{path.suffix or '.png'}")
-        try:
-            save_png(tmp, surface.read_rgb())
-            tmp.replace(path)
-        except OSError as exc:
-            log.error("screenshot not written: %s", exc)
+        self._shot_writer().screenshot(path, surface.read_rgb())
 
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
@@ -742,6 +757,7 @@ class KioskApp:
                 self._write_screenshot(self.surface)
         finally:
             notifier.stopping()
+            self._close_shots()  # the last screenshot is on disk when run returns
             self.shutdown()
             self.write_stats()
             if self.monitor is not None:

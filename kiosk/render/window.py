@@ -55,13 +55,23 @@ def _read_rgb(fbo: moderngl.Framebuffer, size: tuple[int, int]) -> ImageRGB:
     return np.frombuffer(data, dtype=np.uint8).reshape(h, w, 3)[::-1].copy()
 
 
+#: zlib level of the PNGs written (screenshots, demo pictures). Level 1 is 3-5x faster than
+#: Pillow's default 6 on a camera picture (1280x720: ~0.15 s vs ~0.75 s on a loaded 2-core machine)
+#: for files about 1.3x larger.
+PNG_LEVEL = 1
+
+
 def save_png(path: str | Path, rgb: ImageRGB) -> Path:
-    """Write an (H, W, 3) RGB image as PNG; returns the path."""
-    from PIL import Image
+    """Write an (H, W, 3) RGB image as PNG (zlib level :data:`PNG_LEVEL`); returns the path."""
+    import cv2
 
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    Image.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8), "RGB").save(p)
+    bgr = cv2.cvtColor(np.ascontiguousarray(rgb, dtype=np.uint8), cv2.COLOR_RGB2BGR)
+    ok, data = cv2.imencode(".png", bgr, [cv2.IMWRITE_PNG_COMPRESSION, PNG_LEVEL])  # releases the GIL
+    if not ok:
+        raise OSError(f"{p}: PNG encoding failed")
+    p.write_bytes(data.tobytes())
     return p
 
 
