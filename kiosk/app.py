@@ -539,12 +539,14 @@ class KioskApp:
         """Apply a validated config to the running kiosk: rebuild the parts that
         :data:`kiosk.reload.RELOAD_TABLE` names for the keys that changed, nothing else; returns them."""
         old, self.cfg = self.cfg, new
+        # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
+        # (keys that rebuild nothing), so it follows every change, before the plan is looked at.
+        self.session.cfg = new
         plan = plan_reload(old, new)
         if not plan:
             return plan
         changed = changed_keys(old, new)
         log.info("config change (%s): %s", ", ".join(changed), ", ".join(sorted(p.value for p in plan)))
-        self.session.cfg = new  # quit policy and UI texts are read from it where used
         if Part.INPUT in plan:
             self.keyboard = KeyboardInput(new.controls.keyboard)
             if self.gamepad is not None or self._t_start:

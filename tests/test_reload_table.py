@@ -140,6 +140,7 @@ def test_changing_a_key_rebuilds_exactly_what_the_table_says(
     try:
         assert _observe(app, new, caplog) == set(RELOAD_TABLE[key]), key
         assert app.cfg is new
+        assert app.session.cfg is new, "the booth session reads the new config too"
         assert _observe(app, new, caplog) == set(), "the same config again rebuilds nothing"
     finally:
         app.shutdown(0.5)
@@ -176,6 +177,29 @@ def test_display_composite_rebuilds_the_stage_with_the_new_composite_and_keeps_t
     builds[-1]()
     assert built == ["cpu", "gpu"]  # the live display always composites on the GPU
     app.shutdown(0.5)
+
+
+def test_keys_read_where_used_reach_the_booth_session(tmp_path: Path) -> None:
+    """ui.* and controls.allow_quit rebuild nothing: the booth session reads them at the next
+    frame, so a live change of the banner or the quit policy shows without a restart."""
+    cfg = KioskConfig.model_validate(
+        {**BASE, "display": {"fullscreen": True}, "ui": {"banner": "old"}}
+    ).model_copy(update={"base_dir": tmp_path})
+    app = KioskApp(cfg, RunOptions(headless=True))
+    try:
+        assert app.session.view(0.0).booth.banner == "old"
+        assert not app.session.quit_allowed("ESCAPE")
+        new = cfg.model_copy(
+            update={
+                "ui": cfg.ui.model_copy(update={"banner": "new"}),
+                "controls": cfg.controls.model_copy(update={"allow_quit": True}),
+            }
+        )
+        assert app.apply_config(new) == frozenset()
+        assert app.session.view(1.0).booth.banner == "new"
+        assert app.session.quit_allowed("ESCAPE")
+    finally:
+        app.shutdown(timeout_s=0.5)
 
 
 def test_readme_shows_the_table() -> None:

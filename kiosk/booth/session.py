@@ -90,14 +90,6 @@ class BoothSession:
         self._faces: LibrarySnapshot | None = None  # the snapshot the thumbnails were made from
         self._thumbs: tuple[FaceThumb, ...] = ()
 
-    def reconfigure(self, new: KioskConfig, old: KioskConfig) -> None:
-        """A live reload: new key bindings, quit policy, UI texts; ``overlay.debug`` when it changed.
-        (The gamepad is rebuilt by the app, which knows whether there is a window.)"""
-        self.cfg = new
-        self.keyboard = KeyboardInput(new.controls.keyboard)
-        if new.overlay.debug != old.overlay.debug:
-            self.controls.debug = new.overlay.debug
-
     # -- one frame -------------------------------------------------------------------------------
     def step(
         self, keys: list[str], result: SwapResult | None, now: float, config_problem: str = ""
