@@ -685,11 +685,9 @@ class KioskApp:
     def _open_display(self) -> tuple[Any, Any]:
         """A new surface (window or headless) and a renderer on it, for the current display config."""
         from kiosk.render.options import DisplayOptions
-        from kiosk.render.renderer import Renderer
-        from kiosk.render.window import open_surface
+        from kiosk.render.reopen import open_display
 
-        surface = open_surface(DisplayOptions.of(self.cfg.display), headless=self.opts.headless)
-        return surface, Renderer(surface.ctx, DisplayOptions.of(self.cfg.display))
+        return open_display(DisplayOptions.of(self.cfg.display), self.opts.headless)
 
     def _reopen_display(self) -> None:
         """``display`` window settings changed (:data:`Part.WINDOW`): ask for a new surface and
