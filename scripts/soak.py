@@ -61,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -251,17 +252,25 @@ PHOTO_SQUARES = {
 WINDOW_PHOTOS = ("ann", "ben", "cat", "dan")
 
 
-def photo_png(name: str) -> bytes:
+def photo_png(name: str, squares: Mapping[str, tuple[int, int, int]] = PHOTO_SQUARES) -> bytes:
+    """The face photo ``name`` of ``squares``: its white square on black, PNG."""
     import cv2
 
     from kiosk.tools.standins import white_square_frame
 
-    ok, buf = cv2.imencode(".png", white_square_frame(360, 640, (PHOTO_SQUARES[name],)))
+    ok, buf = cv2.imencode(".png", white_square_frame(360, 640, (squares[name],)))
     return bytes(buf) if ok else b""
 
 
-def make_booth(folder: Path, photos: tuple[str, ...] = ("ann",)) -> Path:
-    """Stand-in models, face photos, a looping video with two faces and the YAML, in ``folder``."""
+def make_booth(
+    folder: Path,
+    photos: tuple[str, ...] = ("ann",),
+    *,
+    squares: Mapping[str, tuple[int, int, int]] = PHOTO_SQUARES,
+    yaml: str | None = None,
+) -> Path:
+    """Stand-in models, face photos (``photos`` of ``squares``), a looping video with two faces and
+    the YAML (``yaml``, default the soak's own), in ``folder``; returns the YAML's path."""
     import cv2
 
     from kiosk.tools.standins import make_all
@@ -269,12 +278,12 @@ def make_booth(folder: Path, photos: tuple[str, ...] = ("ann",)) -> Path:
     make_all(folder / "models")
     (folder / "faces").mkdir()
     for name in photos:
-        (folder / "faces" / f"{name}.png").write_bytes(photo_png(name))
+        (folder / "faces" / f"{name}.png").write_bytes(photo_png(name, squares))
     video = cv2.VideoWriter(str(folder / "scene.mp4"), cv2.VideoWriter.fourcc(*"mp4v"), 30, SIZE)
     for i in range(VIDEO_FRAMES):
         video.write(make_scene(i))
     video.release()
-    (folder / "kiosk.yaml").write_text(booth_yaml(0))
+    (folder / "kiosk.yaml").write_text(booth_yaml(0) if yaml is None else yaml)
     return folder / "kiosk.yaml"
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import pytest
 from egl_helpers import skip_module_without_egl
 
-from kiosk.tools.standins import make_all, white_square_frame
+from kiosk.tools.standins import white_square_frame
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,17 +49,11 @@ XDOTOOL = shutil.which("xdotool")
 if XDOTOOL is None:
     pytest.skip("xdotool not installed (apt-get install xdotool)", allow_module_level=True)
 
-#: Good face photos: a white square the stand-in detector takes for a face, each in its own place
-#: (so each photo has its own embedding, and the swap its own tint); 64 px on the 64 px grid, as
-#: the soak's photo, so that the stand-in finds exactly one face.
+#: Good face photos: the soak's white squares (each in its own place, so each photo has its own
+#: embedding and the swap its own tint; 64 px on the 64 px grid, so that the stand-in finds exactly
+#: one face), named p1…p7 here, and one more.
 PHOTO_SQUARES = {
-    "p1": (64, 64, 64),
-    "p2": (320, 64, 64),
-    "p3": (448, 192, 64),
-    "p4": (192, 192, 64),
-    "p5": (64, 256, 64),
-    "p6": (512, 64, 64),
-    "p7": (256, 128, 64),
+    **{f"p{i}": square for i, square in enumerate(soak.PHOTO_SQUARES.values(), 1)},
     "p8": (384, 256, 64),
 }
 
@@ -83,23 +77,13 @@ def booth_yaml(title: str, composite: str = "gpu", debug: str = "false") -> str:
 
 
 def photo(name: str) -> bytes:
-    ok, buf = cv2.imencode(".png", white_square_frame(360, 640, (PHOTO_SQUARES[name],)))
-    assert ok
-    return bytes(buf)
+    data = soak.photo_png(name, PHOTO_SQUARES)
+    assert data
+    return data
 
 
 def make_booth(folder: Path, title: str, photos: tuple[str, ...] = ("p1",), **yaml: str) -> Path:
-    make_all(folder / "models")
-    (folder / "faces").mkdir()
-    for name in photos:
-        (folder / "faces" / f"{name}.png").write_bytes(photo(name))
-    video = cv2.VideoWriter(str(folder / "scene.mp4"), cv2.VideoWriter.fourcc(*"mp4v"), 30, soak.SIZE)
-    for i in range(soak.VIDEO_FRAMES):
-        video.write(soak.make_scene(i))
-    video.release()
-    cfg = folder / "kiosk.yaml"
-    cfg.write_text(booth_yaml(title, **yaml))
-    return cfg
+    return soak.make_booth(folder, photos, squares=PHOTO_SQUARES, yaml=booth_yaml(title, **yaml))
 
 
 def write_atomically(path: Path, data: bytes) -> None:
