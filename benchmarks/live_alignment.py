@@ -52,17 +52,12 @@ from motion_videos import (  # noqa: E402
     kp_errors,
     load_detector,
     make_clip,
+    p50_p95,
     raw_keypoints,
     simulate_live,
     tracked_results,
     truth_carried,
 )
-
-
-def pct(x: np.ndarray) -> str:
-    if x.size == 0:
-        return "    -  /   -  "
-    return f"{np.percentile(x, 50):6.2f} / {np.percentile(x, 95):6.2f}"
 
 
 def shown_on(run: LiveRun, per_frame: np.ndarray, synced: bool) -> np.ndarray:
@@ -87,14 +82,16 @@ def report(name: str, clip: Clip, run: LiveRun, detected: np.ndarray) -> list[st
     ):
         truth = kp_errors(kps, shown_on(run, clip.truth_kps, synced))
         det = kp_errors(kps, shown_on(run, detected, synced))
-        tracker = pct(kp_errors(run.live, truth_carried(clip, run))) if label == "live" else "       -       "
+        tracker = (
+            p50_p95(kp_errors(run.live, truth_carried(clip, run))) if label == "live" else "       -       "
+        )
         age = 0.0 if not synced else float(np.median(ages))
         share = real if label == "live" else 0.0
         rows.append(
-            f"  {name:<28} {label:<7} {pct(truth)}   {pct(det)}   {tracker}   {age:5.1f}   {100 * share:4.1f} %"
+            f"  {name:<28} {label:<7} {p50_p95(truth)}   {p50_p95(det)}   {tracker}   {age:5.1f}   {100 * share:4.1f} %"
         )
     floor = kp_errors(detected, clip.truth_kps)
-    rows.append(f"  {name:<28} {'det_500m alone':<15}{pct(floor)}   (detector on every frame vs truth)")
+    rows.append(f"  {name:<28} {'det_500m alone':<15}{p50_p95(floor)}   (detector on every frame vs truth)")
     if sum(run.dropped.values()):
         rows.append(f"  {name:<28} live faces dropped to the real face: {run.dropped}")
     return rows

@@ -33,15 +33,10 @@ from motion_videos import (  # noqa: E402
     group_scene,
     load_detector,
     make_clip,
+    p50_p95,
 )
 
 from kiosk.tracking import roi_geometry  # noqa: E402
-
-
-def pct(x: np.ndarray) -> str:
-    if x.size == 0:
-        return "   -   /   -   "
-    return f"{np.percentile(x, 50):6.2f} / {np.percentile(x, 95):6.2f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 trk, raw, missing = every_kth(clip, k, detect, roi_det[0], roi, args.detect_every)
                 ratio = np.percentile(trk, 95) / np.percentile(raw, 95) if trk.size and raw.size else np.nan
                 print(
-                    f"  {scene_name + ' ' + kind:<22} {k:>3} {clip.fps / k:5.1f}  {pct(trk)}  {pct(raw)}  "
+                    f"  {scene_name + ' ' + kind:<22} {k:>3} {clip.fps / k:5.1f}  {p50_p95(trk)}  {p50_p95(raw)}  "
                     f"{ratio:9.2f}  {missing}",
                     flush=True,
                 )

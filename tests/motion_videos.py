@@ -688,6 +688,13 @@ def tracked_results(
     return results
 
 
+def p50_p95(x: NDArray[np.float64]) -> str:
+    """``x``'s median and 95th percentile as "p50 / p95" for the benchmarks' tables (15 columns)."""
+    if x.size == 0:
+        return "   -   /   -   "
+    return f"{np.percentile(x, 50):6.2f} / {np.percentile(x, 95):6.2f}"
+
+
 def kp_errors(kps: NDArray[np.float64], ref: NDArray[np.float64]) -> NDArray[np.float64]:
     """Per-keypoint distances (px) where both are known, flattened."""
     d = np.linalg.norm(kps - ref, axis=-1).reshape(-1)
