@@ -13,7 +13,10 @@
 #   x  display.mode synced | live  x  processing.pipelined off | on
 # Each variant is a generated config file, checked with `kiosk config check`; a variant whose key
 # this build does not have (display.mode, processing.pipelined) is skipped with the reason.
-# Writes one JSON (--out, default gpu_bench.json) and prints a Markdown table.
+# Writes one JSON (--out, default gpu_bench.json) and prints a Markdown table. Then the hot path's
+# time outside session.run and its OpenCV floor at 1080p with six faces, CPU paste-back
+# (benchmarks/hotpath_floor.py, OpenCV on 1 and on all cores) into <out>_hotpath.txt: the host's
+# side of a GPU frame.
 #
 # --cpu: a dry run on the CPU, end to end: same venv and install (without the CUDA/TensorRT
 #        wheels), the same generator at 1/16 width, every variant on the CPU provider with one
@@ -94,6 +97,8 @@ if ! (cd "$WORK" && "$VENV/bin/python" -c 'from kiosk.render.shaders import read
   fi
 fi
 
+OUT_ABS="$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
+HOT="${OUT_ABS%.json}_hotpath.txt"
 ARGS=(--work "$WORK" --out "$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
       --deadline "$(( START + ${MINUTES%.*} * 60 ))" --generator-seconds-file "$WORK/gen_s")
 [ "$CPU" = 1 ] && ARGS+=(--cpu)
@@ -117,4 +122,11 @@ say "models ready in $(cat "$WORK/gen_s") s"
 cd "$WORK"
 "$VENV/bin/python" "$ROOT/scripts/gpu_bench_matrix.py" "${ARGS[@]}" --kiosk "$VENV/bin/kiosk" \
   --models-table "$WORK/models_table.md"
+say "the hot path outside session.run and its floor (benchmarks/hotpath_floor.py) -> $HOT"
+if [ "$CPU" = 1 ]; then HOTARGS=(--repeat 5 --threads 1); else HOTARGS=(--repeat 200 --threads 1 "$(nproc)"); fi
+if "$VENV/bin/python" "$ROOT/benchmarks/hotpath_floor.py" "${HOTARGS[@]}" > "$HOT"; then
+  cat "$HOT" >&2
+else
+  say "hotpath_floor.py failed (see above); the bench JSON is complete"
+fi
 say "done in $(( $(date +%s) - START )) s"
