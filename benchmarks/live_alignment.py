@@ -1,16 +1,20 @@
 """Where the swapped face lands on screen: live (carried by the tracker) vs synced vs stale positions.
 
-    .venv/bin/python benchmarks/live_alignment.py [--result-frames 13] [--frames 90] [--tracking] [--png out.png]
+    .venv/bin/python benchmarks/live_alignment.py [--detector det.onnx] [--det-size 320] [--result-frames 13]
+        [--frames 90] [--tracking] [--png out.png]
 
 Clips (tests/motion_videos.py): real photos (the NASA astronaut, one face; insightface's t1.jpg,
 three faces) animated with known motion at walking speed (pan: 120 px/s at 640 px, start and stop;
 sine: up to 157 px/s with a 4 degree rocking rotation), camera noise, 640x480 at 30 fps; "still bg"
 rows move only an ellipse around each face over a still room. The processing stage takes
 ``--result-frames`` camera frames per result (13: a ~140 ms/face swapper with three faces) and then
-starts on the newest frame; its result carries det_500m's keypoints on its frame (``--tracking``:
+starts on the newest frame; its result carries the detector's keypoints on its frame (``--tracking``:
 the keypoints of kiosk.tracking fed the processed frames only, as the pipeline is with
 ``processing.tracking: true``). Replayed frame by frame (motion_videos.simulate_live):
-deterministic, no clocks.
+deterministic, no clocks. The detector is ``--detector`` (an SCRFD ONNX file, default
+../shared/models/det_500m.onnx; e.g. ../shared/models/det_2.5g.onnx) at ``--det-size`` (320); it
+gives the results' keypoints, the clip's truth (its keypoints on the clean first frame carried by the
+known motion), the "detector" column and the floor row.
 
 Strategies, per displayed frame:
   live    the newest camera frame; the newest result's keypoints carried by kiosk.live.LiveTracker
@@ -19,17 +23,17 @@ Strategies, per displayed frame:
 
 Columns (keypoint distance in px, p50/p95 over keypoints x faces x frames):
   truth     against the clip's true keypoints on the frame shown
-  detector  against det_500m run on the frame shown (synced: the same detection, 0 by construction)
+  detector  against the detector run on the frame shown (synced: the same detection, 0 by construction)
   tracker   live only: against the result's own keypoints moved by the true motion (the tracker's
             error alone, without the detector's)
   age       frames between the picture's capture and the display (latency of the picture)
   real      share of face-frames shown as the visitor's real face (live: carried position not trusted)
-The last line per clip is the detector's own error (det_500m on each frame against the truth):
+The last line per clip ("<detector> alone") is the detector's own error (on each frame against the truth):
 the floor under every strategy's "truth" column.
 ``--png OUT.png`` also draws, with the kiosk's own renderer and composite shader (headless EGL),
 one displayed frame of the sine clip (``--png-scene group|astronaut``) in each strategy, the swapped crops tinted so they
 can be seen: live | stale | synced.
-Needs ../shared/models/det_500m.onnx and the photos; says so and exits 2 when they are absent.
+Needs the detector file and the photos; says so and exits 2 when they are absent.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from motion_videos import (  # noqa: E402
+    SHARED,
     Clip,
     DetectFn,
     LiveRun,
@@ -59,6 +64,8 @@ from motion_videos import (  # noqa: E402
     truth_carried,
 )
 
+DEFAULT_DETECTOR = SHARED / "models" / "det_500m.onnx"
+
 
 def shown_on(run: LiveRun, per_frame: np.ndarray, synced: bool) -> np.ndarray:
     """Per displayed frame, ``per_frame`` (T, F, 5, 2) of the frame on screen."""
@@ -69,7 +76,7 @@ def shown_on(run: LiveRun, per_frame: np.ndarray, synced: bool) -> np.ndarray:
     return out
 
 
-def report(name: str, clip: Clip, run: LiveRun, detected: np.ndarray) -> list[str]:
+def report(name: str, clip: Clip, run: LiveRun, detected: np.ndarray, det_label: str) -> list[str]:
     has = run.anchor_frame >= 0
     faces_present = ~np.isnan(run.stale[..., 0, 0])
     real = float(np.isnan(run.live[..., 0, 0])[faces_present].mean()) if faces_present.any() else 0.0
@@ -91,7 +98,8 @@ def report(name: str, clip: Clip, run: LiveRun, detected: np.ndarray) -> list[st
             f"  {name:<28} {label:<7} {p50_p95(truth)}   {p50_p95(det)}   {tracker}   {age:5.1f}   {100 * share:4.1f} %"
         )
     floor = kp_errors(detected, clip.truth_kps)
-    rows.append(f"  {name:<28} {'det_500m alone':<15}{p50_p95(floor)}   (detector on every frame vs truth)")
+    alone = f"{det_label} alone"
+    rows.append(f"  {name:<28} {alone:<15}{p50_p95(floor)}   (detector on every frame vs truth)")
     if sum(run.dropped.values()):
         rows.append(f"  {name:<28} live faces dropped to the real face: {run.dropped}")
     return rows
@@ -165,6 +173,12 @@ def main(argv: list[str] | None = None) -> int:
         "--result-frames", type=int, default=13, help="camera frames per result (13 ≈ 3 x 140 ms)"
     )
     ap.add_argument("--frames", type=int, default=90)
+    ap.add_argument(
+        "--detector",
+        type=Path,
+        default=DEFAULT_DETECTOR,
+        help="SCRFD detector file for the results, the truth and the detector column (default: %(default)s)",
+    )
     ap.add_argument("--det-size", type=int, default=320)
     ap.add_argument("--noise", type=float, default=6.0)
     ap.add_argument("--track-px", type=int, default=320, help="width of the tracker's grey image")
@@ -177,20 +191,22 @@ def main(argv: list[str] | None = None) -> int:
         "--tracking",
         action="store_true",
         help="results carry the pipeline's tracked keypoints (processing.tracking: true) instead of "
-        "det_500m's own: kiosk.tracking fed the result frames only, as the pipeline is",
+        "the detector's own: kiosk.tracking fed the result frames only, as the pipeline is",
     )
     ap.add_argument("--roi-det-size", type=int, default=224, help="with --tracking: region detector size")
     args = ap.parse_args(argv)
 
-    loaded = load_detector(args.det_size)
+    loaded = load_detector(args.det_size, args.detector)
     single, group = astronaut_scene(), group_scene()
     if loaded is None or single is None or group is None:
-        print(
-            "needs ../shared/models/det_500m.onnx, shared/media/astronaut_eileen_collins_nasa.png and insightface"
-        )
+        missing = [f"{args.detector} (--detector)"] if loaded is None else []
+        missing += ["../shared/media/astronaut_eileen_collins_nasa.png"] if single is None else []
+        missing += ["insightface's t1.jpg (pip install insightface)"] if group is None else []
+        print(f"live_alignment: needs {', '.join(missing)}")
         return 2
     detect, desc = loaded
-    roi_loaded = load_detector(args.roi_det_size) if args.tracking else None
+    det_label = args.detector.stem
+    roi_loaded = load_detector(args.roi_det_size, args.detector) if args.tracking else None
     roi_detect = roi_loaded[0] if roi_loaded is not None else None
     if args.png is not None:
         photo = group if args.png_scene == "group" else single
@@ -220,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = simulate_live(clip, results, args.result_frames, track_px=args.track_px)
                 detected = raw_keypoints(clip, detect)
                 name = f"{scene_name} {kind}" + (" still bg" if still_bg else "")
-                for line in report(name, clip, run, detected):
+                for line in report(name, clip, run, detected, det_label):
                     print(line, flush=True)
     return 0
 

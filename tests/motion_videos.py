@@ -139,32 +139,36 @@ def _nms(boxes: NDArray[np.floating], scores: NDArray[np.floating], iou: float) 
     return keep
 
 
-def load_detector(det_size: int = 320) -> tuple[DetectFn, str] | None:
-    """The real det_500m as ``detect(image_bgr) -> list[Face]`` and a description, or ``None``.
+def load_detector(det_size: int = 320, path: Path | None = None) -> tuple[DetectFn, str] | None:
+    """A real detector as ``detect(image_bgr) -> list[Face]`` and a description, or ``None``.
 
-    Uses the project's ``ScrfdDetector`` when it is importable and works; otherwise the minimal
-    decoder above. Both reproduce insightface's SCRFD decoding.
+    ``path``: the ONNX file (default ``../shared/models/det_500m.onnx``); ``None`` is returned when
+    it is absent. Uses the project's detector for the file's spec (``kiosk.inference.specs``) when it
+    is importable and works; otherwise the minimal SCRFD decoder above. Both reproduce insightface's
+    SCRFD decoding.
     """
-    path = shared_file("models", "det_500m.onnx")
     if path is None:
+        path = shared_file("models", "det_500m.onnx")
+    if path is None or not path.is_file():
         return None
     try:
         import onnxruntime as ort
 
-        from kiosk.inference.detector import ScrfdDetector  # type: ignore[import-not-found,unused-ignore]
-        from kiosk.inference.specs import DET_500M  # type: ignore[import-not-found,unused-ignore]
+        from kiosk.inference.detector import make_detector  # type: ignore[import-not-found,unused-ignore]
+        from kiosk.inference.specs import spec_for_file  # type: ignore[import-not-found,unused-ignore]
 
+        spec = spec_for_file("detector", path)
         opts = ort.SessionOptions()
         opts.log_severity_level = 3
         opts.intra_op_num_threads = 2
         sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        det = ScrfdDetector(sess, DET_500M, path, "cpu", det_size=det_size)
+        det = make_detector(sess, spec, path, "cpu", det_size=det_size)
         probe = np.zeros((64, 64, 3), np.uint8)
         det.detect(probe)
-        return det.detect, f"kiosk.inference.detector.ScrfdDetector(det_500m, det_size={det_size})"
+        return det.detect, f"kiosk.inference.detector.{type(det).__name__}({spec.id}, det_size={det_size})"
     except Exception:  # noqa: BLE001 - not committed yet, or an API change: fall back
         mini = MiniScrfd(path, det_size=det_size)
-        return mini, f"tests.motion_videos.MiniScrfd(det_500m, det_size={det_size})"
+        return mini, f"tests.motion_videos.MiniScrfd({path.stem}, det_size={det_size})"
 
 
 # -- clips ---------------------------------------------------------------------------------------
