@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 
+import cv2
 import numpy as np
 
 from kiosk.booth.controls import ControlState
@@ -34,3 +35,15 @@ def test_save_and_prune(tmp_path):
         os.utime(p, (time.time() + i, time.time() + i))
     prune_snapshots(tmp_path / "snaps", retention_hours=0, max_files=3)
     assert len(list((tmp_path / "snaps").glob("snapshot-*.jpg"))) == 3
+
+
+def test_snapshots_in_the_same_millisecond_are_all_kept(tmp_path):
+    folder = tmp_path / "snaps"
+    now = 1_700_000_000.1234
+    frames = [np.full((8, 8, 3), v, np.uint8) for v in (0, 128, 255)]
+    paths = [save_snapshot(f, folder, retention_hours=0, max_files=10, now=now) for f in frames]
+    assert len(set(paths)) == 3 and all(p.is_file() for p in paths)
+    assert paths[0].name == time.strftime("snapshot-%Y%m%d-%H%M%S-123.jpg", time.localtime(now))
+    assert [p.name.rsplit("-", 1)[-1] for p in paths[1:]] == ["2.jpg", "3.jpg"]
+    means = [int(cv2.imread(str(p)).mean()) for p in paths]
+    assert means[0] < 10 and 118 < means[1] < 138 and means[2] > 245

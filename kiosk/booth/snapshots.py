@@ -14,10 +14,19 @@ from kiosk.booth.faces import atomic_write
 log = logging.getLogger(__name__)
 
 
-def save_snapshot(rgb: np.ndarray, folder: Path, retention_hours: float, max_files: int) -> Path:
-    """Write ``rgb`` (H, W, 3) as a JPEG named by the time, then prune old snapshots."""
-    stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{int(time.time() * 1000) % 1000:03d}"
+def save_snapshot(
+    rgb: np.ndarray, folder: Path, retention_hours: float, max_files: int, now: float | None = None
+) -> Path:
+    """Write ``rgb`` (H, W, 3) as a JPEG named by the time (``now``, default the clock: local
+    date, time and milliseconds), then prune old snapshots. A second snapshot in the same
+    millisecond gets ``-2``, ``-3``... instead of overwriting the first."""
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{int(now * 1000) % 1000:03d}"
     path = folder / f"snapshot-{stamp}.jpg"
+    n = 1
+    while path.exists():
+        n += 1
+        path = folder / f"snapshot-{stamp}-{n}.jpg"
     ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 92])
     if not ok:
         raise OSError("JPEG encoding failed")
