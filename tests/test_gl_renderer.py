@@ -191,6 +191,24 @@ def test_debug_block_goes_below_the_notice(ctx: moderngl.Context) -> None:
     assert np.any(np.diff(dark_rows) > 1)
 
 
+def test_a_long_notice_wraps_so_its_fix_stays_on_screen(ctx: moderngl.Context) -> None:
+    # A model notice starts with the file's full path; its fix comes last. On a 640 px screen one
+    # line cut it off; the notice wraps instead (at most three lines) and stays inside the screen.
+    w, h = 640, 360
+    frame = grey_frame(w, h)
+    short = box_bounds(render(ctx, (w, h), frame, OverlayState(notice="models missing")))
+    text = (
+        "/var/lib/faceswap-kiosk/models/inswapper_128.onnx: cannot read the ONNX graph "
+        "(Error parsing message with type 'onnx.ModelProto') — run: kiosk models fetch"
+    )
+    long = box_bounds(render(ctx, (w, h), frame, OverlayState(notice=text)))
+    assert short is not None and long is not None
+    line = short[3] - short[1]
+    assert long[3] - long[1] > 1.8 * line, "wrapped onto more than one line"
+    assert long[3] - long[1] < 3.6 * line, "at most three lines"
+    assert long[0] >= 0 and long[2] <= w and long[1] < h * 0.1
+
+
 def test_overlay_turns_with_the_display(ctx: moderngl.Context) -> None:
     # Display rotated 90 clockwise: the viewer's bottom edge is the framebuffer's left edge.
     w, h = 360, 640

@@ -23,6 +23,8 @@ from kiosk.render.shaders import load_program, uniform
 
 TEXT_RGBA: RGBA = (1.0, 1.0, 1.0, 1.0)
 NOTICE_RGBA: RGBA = (1.0, 0.8, 0.3, 1.0)
+#: The notice wraps onto at most this many lines (the last one elided).
+NOTICE_LINES = 3
 DEBUG_RGBA: RGBA = (0.85, 1.0, 0.85, 1.0)
 WARNING_RGBA: RGBA = (1.0, 0.72, 0.35, 1.0)
 BOX_RGBA: RGBA = (0.0, 0.0, 0.0, 0.62)
@@ -227,7 +229,10 @@ class TextOverlay:
 
         top = float(margin) if top_inset <= 0 else top_inset + margin / 2
         if overlay.notice:
-            top = block([small.elide(overlay.notice, max_text_w)], None, top, NOTICE_RGBA) + margin / 2
+            # Up to three lines: a notice ends with its fix ("— run: kiosk models fetch"), which a
+            # one-line cut would drop on a small screen after a long model path.
+            lines = small.wrap(overlay.notice, max_text_w, max_lines=NOTICE_LINES)
+            top = block(lines, None, top, NOTICE_RGBA) + margin / 2
         if overlay.debug_lines or overlay.warnings:
             bottom_limit = height - 2 * (margin + m.line + 2 * m.pad_y)
             if bottom_inset > 0:
