@@ -528,7 +528,9 @@ class KioskApp:
         if event.config is None:
             self._config_problem = f"config change ignored: {event.problems[0]}"
             return
-        self._config_problem = ""
+        # A good reload solves the config's problems, not a display change still waiting for its
+        # retry: that line stays until the reopen heals it.
+        self._config_problem = self._reopener.problem if self._reopener is not None else ""
         try:
             self.apply_config(event.config)
         except Exception as exc:  # a reload never ends the run; the old parts keep going

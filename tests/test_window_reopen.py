@@ -259,3 +259,55 @@ def test_real_window_lost_x_server_goes_offscreen_then_reopens(xvfb_display: str
     assert len(outage) > 20  # the loop kept running offscreen
     assert notices[-1] == ""
     assert sizes[0] == (320, 180) and sizes[-1] == (400, 240)  # a real window, then the new one
+
+
+@pytest.mark.gl
+@pytest.mark.skipif(not egl_available(), reason="no EGL for the headless surface")
+def test_a_good_reload_during_the_back_off_keeps_the_display_problem_on_screen(
+    tmp_path: Path,
+    monkeypatch,  # type: ignore[no-untyped-def]
+) -> None:
+    # The window change fails; while it waits for its retry, an unrelated change (the banner) is
+    # reloaded fine. The staff view must keep saying the display change is not applied until it
+    # is: a good reload used to blank that line until the next retry.
+    real_open = kiosk.render.window.open_surface
+    attempts: list[int] = []
+
+    def flaky(display: DisplayOptions, headless: bool):  # type: ignore[no-untyped-def]
+        if display.width == 400:
+            attempts.append(400)
+            if len(attempts) == 1:
+                raise DisplayError("cannot open a window: GLX: BadMatch (an OpenGL 3.3 driver is needed)")
+        return real_open(display, headless)
+
+    monkeypatch.setattr(kiosk.render.window, "open_surface", flaky)
+    path = tmp_path / "kiosk.yaml"
+    path.write_text(SMALL)
+    wide = SMALL.replace("width: 320, height: 180, max_fps", "width: 400, height: 240, max_fps")
+    steps = [(0.5, wide), (1.0, wide + "ui: {banner: 'Smile!'}\n")]
+    app = KioskApp(parse_config(SMALL, str(path)), RunOptions(headless=True, seconds=4.0), config_path=path)
+    notices: list[tuple[float, str]] = []
+    real_poll, real_overlay = app._poll_config, app.overlay_texts
+
+    def poll() -> None:
+        if steps and app._t_start and time.perf_counter() - app._t_start > steps[0][0]:
+            path.write_text(steps.pop(0)[1])
+            app.signals.reload.set()  # as SIGHUP: the reload happens now, not at the watcher's poll
+        real_poll()
+
+    def overlay(now: float, *counters):  # type: ignore[no-untyped-def]
+        texts = real_overlay(now, *counters)
+        notices.append((time.perf_counter() - app._t_start, texts["notice"]))
+        return texts
+
+    app._poll_config = poll  # type: ignore[method-assign]
+    app.overlay_texts = overlay  # type: ignore[method-assign]
+    assert app.run() == 0
+    assert attempts == [400, 400] and app.cfg.ui.banner == "Smile!"
+    shown = [i for i, (_, n) in enumerate(notices) if "display change not applied" in n]
+    assert shown, "the failed reopen is on screen"
+    first, last = shown[0], shown[-1]
+    assert notices[last][0] > 1.2, "still shown after the good reload at 1.0 s"
+    gaps = [t for t, n in notices[first : last + 1] if "display change not applied" not in n]
+    assert gaps == [], f"the line went away {len(gaps)} times before the reopen healed"
+    assert notices[-1][1] == ""
