@@ -806,7 +806,8 @@ class SwapProcessor:
     Options: ``composite`` ``"cpu"`` pastes the crops into ``out.frame_bgr`` (``faces_pasted``
     True); ``"gpu"`` publishes the camera frame and the crops for the shader (``faces_pasted``
     False). ``library`` + ``controls``: swap the face staff selected (``controls.selected_key``), refreshing
-    the library every ``rescan_s`` on the thread that calls :meth:`process` (its one writer); without them the source set on ``pipe`` is used. ``on_frame``: called with the
+    the library every ``rescan_s`` on the thread that calls :meth:`process` (its one writer), at
+    most ``scan_budget_s`` of new photo scans per frame (the rest on the next frames); without them the source set on ``pipe`` is used. ``on_frame``: called with the
     pipeline after each successful frame (the bench records its stage times there).
 
     Error policy: this class catches nothing. A model call that raises propagates to the
@@ -823,6 +824,7 @@ class SwapProcessor:
         library: Any = None,
         controls: Any = None,
         rescan_s: float = 2.0,
+        scan_budget_s: float | None = None,
         model_digest: str = "",
         on_frame: Callable[[SwapPipeline], None] | None = None,
         name: str = "",
@@ -837,6 +839,7 @@ class SwapProcessor:
         self.library = library
         self.controls = controls
         self.rescan_s = rescan_s
+        self.scan_budget_s = scan_budget_s
         self.model_digest = model_digest
         self.on_frame = on_frame
         folder = str(getattr(library, "folder", "") or "faces.dir")
@@ -868,10 +871,19 @@ class SwapProcessor:
             if first:
                 self.library.claim()
                 self._claimed = True
-            self.library.refresh(self.pipe, self.model_digest)
-            if first:
-                faces = self.library.snapshot
-                log.info("faces loaded: %d (%d skipped)", len(faces.entries), len(faces.problems))
+            was_pending = self.library.snapshot.pending
+            self.library.refresh(self.pipe, self.model_digest, self.scan_budget_s)
+            faces = self.library.snapshot
+            if first or (was_pending and not faces.pending):
+                log.info(
+                    "faces loaded: %d (%d skipped%s)",
+                    len(faces.entries),
+                    len(faces.problems),
+                    f", {faces.pending} still to scan" if faces.pending else "",
+                )
+            if faces.pending:  # the scan budget ran out: go on with the next frame
+                self._next_scan = time.monotonic()
+                return
         self._next_scan = time.monotonic() + self.rescan_s
 
     def _select(self) -> bool:

@@ -7,6 +7,7 @@ A fake analyzer (one face in the middle of every photo) keeps these tests free o
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 from pathlib import Path
 
@@ -242,3 +243,106 @@ def test_a_revoked_writer_is_refused_before_anyone_claims(tmp_path):
     assert lib.snapshot is before and lib.writer is None  # nothing published, nobody writes
     assert _in_thread(lambda: lib.refresh(FakeAnalyzer(), "m")) is True  # the fresh thread
     assert [e.name for e in lib.snapshot.entries] == ["ann", "ben", "cat"]
+
+
+class SlowAnalyzer(FakeAnalyzer):
+    """Each photo costs ``seconds`` of the library's clock (a detector and an embedder run on a
+    CPU booth), on a fake clock: no real time, no timing in the test."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__()
+        self.seconds = seconds
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def find_source_faces(self, image):  # type: ignore[no-untyped-def]
+        self.now += self.seconds
+        return super().find_source_faces(image)
+
+
+def test_a_folder_of_new_photos_is_scanned_within_the_budget_over_several_refreshes(tmp_path):
+    names = tuple(f"p{i}" for i in range(6))
+    lib = _library(tmp_path, names)
+    slow = SlowAnalyzer(0.1)
+    lib.clock = slow.clock
+    rounds = []
+    while not rounds or lib.snapshot.pending:
+        lib.refresh(slow, "m", budget_s=0.15)
+        snap = lib.snapshot
+        rounds.append((len(snap.entries), snap.pending))
+        assert len(rounds) < 10
+    # No new scan starts past the budget: two photos (0.1 s each) per refresh, the rest pending.
+    assert rounds == [(2, 4), (4, 2), (6, 0)], rounds
+    assert slow.calls == 6  # every photo scanned once: the pending ones are not redone
+    assert [e.name for e in lib.snapshot.entries] == list(names)
+    # A photo changed while others are pending keeps its previous entry until it is rescanned.
+    old_keys = dict(zip([e.path.name for e in lib.snapshot.entries], lib.snapshot.keys, strict=True))
+    for name, shade in (("p0", 200), ("p1", 210), ("p2", 220)):
+        path = _photo(tmp_path / "faces", name, shade)
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))  # a later write
+    lib.refresh(slow, "m", budget_s=0.05)  # one rescan, then the budget is spent
+    snap = lib.snapshot
+    assert snap.pending == 2 and len(snap.entries) == 6
+    changed = ("p0.png", "p1.png", "p2.png")
+
+    def renewed() -> list[bool]:
+        keys = dict(zip([e.path.name for e in lib.snapshot.entries], lib.snapshot.keys, strict=True))
+        return [keys[n] != old_keys[n] for n in changed]  # new photo bytes: a new key
+
+    assert sorted(renewed()) == [False, False, True]  # one rescanned, two keep their old entries
+    lib.refresh(slow, "m", budget_s=0.05)
+    lib.refresh(slow, "m", budget_s=0.05)
+    assert lib.snapshot.pending == 0 and slow.calls == 9 and renewed() == [True, True, True]
+
+
+def test_without_a_budget_one_refresh_scans_everything(tmp_path):
+    lib = _library(tmp_path, tuple(f"p{i}" for i in range(4)))
+    slow = SlowAnalyzer(10.0)
+    lib.clock = slow.clock
+    lib.refresh(slow, "m")
+    assert len(lib.snapshot.entries) == 4 and lib.snapshot.pending == 0
+
+
+def test_the_booth_stage_scans_a_folder_of_new_photos_over_several_frames(
+    tmp_path, standin_dir, det_500m, t1_bgr
+):
+    """Each photo scan costs a detector and an embedder run (seconds on a CPU booth): the stage
+    scans new photos between frames, at most min(1 s, stall_s / 4) a frame, so a folder of them
+    never holds a frame long enough for the stall supervisor to abandon the thread; the next
+    frame goes on with the rest. The library's clock is a fake one that moves a whole second per
+    reading, so every refresh scans exactly one photo."""
+    from inference_fixtures import make_cfg
+
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import make_library
+    from kiosk.booth.processor import build_booth_processor
+    from kiosk.pipeline import SwapProcessor
+    from kiosk.runtime import new_swap_result
+
+    folder = tmp_path / "faces"
+    folder.mkdir()
+    for i, x in enumerate((0, 300, 600)):
+        assert cv2.imwrite(str(folder / f"p{i}.jpg"), np.ascontiguousarray(t1_bgr[150:650, x : x + 300]))
+    base = make_cfg(standin_dir, detector=str(det_500m))
+    cfg = base.model_copy(
+        update={
+            "faces": base.faces.model_copy(update={"dir": str(folder), "cache_dir": str(tmp_path / "c")}),
+            "processing": base.processing.model_copy(update={"stall_s": 2.0}),
+        }
+    )
+    lib, controls = make_library(cfg), ControlState()
+    ticks = iter(range(10_000))
+    lib.clock = lambda: float(next(ticks))
+    proc = build_booth_processor(cfg, lib, controls)
+    assert isinstance(proc, SwapProcessor) and proc.scan_budget_s == 0.5
+    frame = np.ascontiguousarray(t1_bgr[:480, :640])
+    seen = []
+    for _ in range(4):
+        out = new_swap_result()
+        out.frame_bgr = np.empty_like(frame)
+        proc.process(frame, out)
+        seen.append((len(lib.snapshot.entries) + len(lib.snapshot.problems), lib.snapshot.pending))
+    assert seen == [(1, 2), (2, 1), (3, 0), (3, 0)], seen  # then back to one rescan every rescan_s
+    proc.close()

@@ -137,6 +137,7 @@ class LibrarySnapshot:
     version: int = 0  # bumped whenever entries or problems change; 0: never refreshed
     entries: tuple[FaceEntry, ...] = ()
     problems: tuple[str, ...] = ()
+    pending: int = 0  # photos new or changed in the folder, not scanned yet (a refresh's budget ran out)
 
     @property
     def stamp(self) -> tuple[int, int]:
@@ -285,6 +286,7 @@ class FaceLibrary:
         self._snapshot = LibrarySnapshot(self.serial)
         #: Guards the writer claim and the publication (a claim never interleaves a publish).
         self._lock = threading.Lock()
+        self.clock = time.monotonic  # what refresh's scan budget is measured with
         self._writer: threading.Thread | None = None
         self._revoked: weakref.WeakSet[threading.Thread] = weakref.WeakSet()  # abandoned writers
         # The writer's scan state: replaced, with the snapshot, only by a refresh of the writer.
@@ -353,13 +355,21 @@ class FaceLibrary:
                 return [*found, *(p for p in self._scanned if p not in found)]
         return found
 
-    def refresh(self, analyzer: FaceAnalyzer, model_digest: str) -> bool:
+    def refresh(self, analyzer: FaceAnalyzer, model_digest: str, budget_s: float | None = None) -> bool:
         """Bring the snapshot in step with the folder. Returns True if anything visible changed.
 
         Only the writer thread may call this (the first caller becomes it); the work is done on
         locals and published at the end in one step, after checking again that the caller is still
-        the writer. Raises :class:`LibraryWriterError` otherwise (nothing is published then)."""
+        the writer. Raises :class:`LibraryWriterError` otherwise (nothing is published then).
+
+        ``budget_s``: no new photo scan starts once this many seconds have gone (one scan may run
+        past it; the first one always runs, so every refresh makes progress): the photos left are counted in the snapshot's ``pending`` (a changed photo keeps
+        its previous entry meanwhile) and scanned by the next refreshes. The inference thread
+        refreshes between frames, so a folder of new photos (a model run each) never holds a
+        frame for longer than that, which the stall supervisor would take for a hung call."""
         me = threading.current_thread()
+        t0 = self.clock()
+        pending = scans = 0
         with self._lock:
             self._check_writer(me)
         scanned = {} if model_digest != self._model_digest else self._scanned
@@ -374,11 +384,15 @@ class FaceLibrary:
                 continue
             stamp = (st.st_mtime_ns, st.st_size)
             prev = scanned.get(path)
-            seen[path] = (
-                prev
-                if prev is not None and prev.stamp == stamp
-                else self._scan_safely(path, stamp, analyzer, model_digest)
-            )
+            if prev is not None and prev.stamp == stamp:
+                seen[path] = prev
+            elif budget_s is not None and scans and self.clock() - t0 > budget_s:
+                pending += 1  # the next refresh scans it
+                if prev is not None:
+                    seen[path] = prev
+            else:
+                seen[path] = self._scan_safely(path, stamp, analyzer, model_digest)
+                scans += 1
         for path in set(scanned) - set(seen):
             log.info("face photo removed: %s", path.name)
         names_stamp, (names, order, names_problem) = self._read_names()
@@ -411,10 +425,13 @@ class FaceLibrary:
             changed = [e.key + e.name for e in new_entries] != [e.key + e.name for e in old.entries] or (
                 new_problems != old.problems
             )
+            if changed or pending != old.pending:
+                self._snapshot = LibrarySnapshot(
+                    self.serial, old.version + 1, new_entries, new_problems, pending
+                )
             self._scanned, self._model_digest = seen, model_digest
             self._names_stamp, self._names = names_stamp, (names, order, names_problem)
-            if changed:
-                self._snapshot = LibrarySnapshot(self.serial, old.version + 1, new_entries, new_problems)
+            if (changed or old.pending) and not pending:  # a partial scan knows no photo is gone
                 self._prune_cache(new_entries)  # under the lock: only ever by the current writer
         return changed
 

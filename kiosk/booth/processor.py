@@ -64,6 +64,9 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
         library=library,
         controls=controls,
         rescan_s=cfg.faces.rescan_s,
+        # New photos are scanned between frames, at most this long per frame: a folder of them
+        # never looks like a hung model call to the stall supervisor.
+        scan_budget_s=min(1.0, cfg.processing.stall_s / 4),
         model_digest=digest,
     )
     # No refresh here (this runs on the loader thread): the library has one writer, the inference
