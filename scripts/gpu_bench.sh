@@ -99,7 +99,7 @@ fi
 
 OUT_ABS="$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
 HOT="${OUT_ABS%.json}_hotpath.txt"
-ARGS=(--work "$WORK" --out "$(cd "$(dirname "$OUT")" && pwd)/$(basename "$OUT")"
+ARGS=(--work "$WORK" --out "$OUT_ABS"
       --deadline "$(( START + ${MINUTES%.*} * 60 ))" --generator-seconds-file "$WORK/gen_s")
 [ "$CPU" = 1 ] && ARGS+=(--cpu)
 [ -n "$FRAMES" ] && ARGS+=(--frames "$FRAMES")
