@@ -805,10 +805,11 @@ class SwapProcessor:
 
     Options: ``composite`` ``"cpu"`` pastes the crops into ``out.frame_bgr`` (``faces_pasted``
     True); ``"gpu"`` publishes the camera frame and the crops for the shader (``faces_pasted``
-    False). ``library`` + ``controls``: swap the face staff selected (``controls.selected_key``), refreshing
-    the library every ``rescan_s`` on the thread that calls :meth:`process` (its one writer), at
-    most ``scan_budget_s`` of new photo scans per frame (the rest on the next frames); without them the source set on ``pipe`` is used. ``on_frame``: called with the
-    pipeline after each successful frame (the bench records its stage times there).
+    False). ``library`` + ``controls``: swap the face staff selected (``controls.selected_key``),
+    refreshing the library every ``rescan_s`` on the thread that calls :meth:`process` (its one
+    writer), at most ``scan_budget_s`` of new photo scans per frame (the rest on the next frames);
+    without them the source set on ``pipe`` is used. ``on_frame``: called with the pipeline after
+    each successful frame (the bench records its stage times there).
 
     Error policy: this class catches nothing. A model call that raises propagates to the
     inference thread, whose ladder (:mod:`kiosk.runtime`) decides: skip that frame, rebuild the

@@ -134,7 +134,7 @@ class LibrarySnapshot:
     """The face library as it was at one moment: published whole, never changed in place."""
 
     serial: int  # which library (a config reload makes a new one)
-    version: int = 0  # bumped whenever entries or problems change; 0: never refreshed
+    version: int = 0  # bumped whenever entries, problems or pending change; 0: never refreshed
     entries: tuple[FaceEntry, ...] = ()
     problems: tuple[str, ...] = ()
     pending: int = 0  # photos new or changed in the folder, not scanned yet (a refresh's budget ran out)
@@ -363,10 +363,11 @@ class FaceLibrary:
         the writer. Raises :class:`LibraryWriterError` otherwise (nothing is published then).
 
         ``budget_s``: no new photo scan starts once this many seconds have gone (one scan may run
-        past it; the first one always runs, so every refresh makes progress): the photos left are counted in the snapshot's ``pending`` (a changed photo keeps
-        its previous entry meanwhile) and scanned by the next refreshes. The inference thread
-        refreshes between frames, so a folder of new photos (a model run each) never holds a
-        frame for longer than that, which the stall supervisor would take for a hung call."""
+        past it; the first one always runs, so every refresh makes progress): the photos left are
+        counted in the snapshot's ``pending`` (a changed photo keeps its previous entry meanwhile)
+        and scanned by the next refreshes. The inference thread refreshes between frames, so a
+        folder of new photos (a model run each) never holds a frame for longer than that, which
+        the stall supervisor would take for a hung call."""
         me = threading.current_thread()
         t0 = self.clock()
         pending = scans = 0
