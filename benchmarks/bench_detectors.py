@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from bench_pipeline import make_frame  # noqa: E402
 
 from kiosk.config import KioskConfig, ModelsConfig, ProcessingConfig, ProvidersConfig  # noqa: E402
-from kiosk.pipeline import SwapPipeline  # noqa: E402
+from kiosk.processing.pipeline import SwapPipeline  # noqa: E402
 from kiosk.tools import standins  # noqa: E402
 
 

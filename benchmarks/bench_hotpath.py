@@ -54,7 +54,10 @@ ort.InferenceSession.run_with_iobinding = timed(ort.InferenceSession.run_with_io
 
 from pathlib import Path
 from kiosk.config import KioskConfig
-from kiosk.pipeline import SwapPipeline
+try:
+    from kiosk.processing.pipeline import SwapPipeline
+except ImportError:  # a tree from before the package layout of issue 17
+    from kiosk.pipeline import SwapPipeline
 models, det, frame_path, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 color = sys.argv[5] if len(sys.argv) > 5 else "none"
 cfg = KioskConfig.model_validate({

@@ -9,7 +9,7 @@ sine: up to 157 px/s with a 4 degree rocking rotation), camera noise, 640x480 at
 rows move only an ellipse around each face over a still room. The processing stage takes
 ``--result-frames`` camera frames per result (13: a ~140 ms/face swapper with three faces) and then
 starts on the newest frame; its result carries the detector's keypoints on its frame (``--tracking``:
-the keypoints of kiosk.tracking fed the processed frames only, as the pipeline is with
+the keypoints of kiosk.processing.tracking fed the processed frames only, as the pipeline is with
 ``processing.tracking: true``). Replayed frame by frame (motion_videos.simulate_live):
 deterministic, no clocks. The detector is ``--detector`` (an SCRFD ONNX file, default
 ../shared/models/det_500m.onnx; e.g. ../shared/models/det_2.5g.onnx) at ``--det-size`` (320); it
@@ -17,7 +17,7 @@ gives the results' keypoints, the clip's truth (its keypoints on the clean first
 known motion), the "detector" column and the floor row.
 
 Strategies, per displayed frame:
-  live    the newest camera frame; the newest result's keypoints carried by kiosk.live.LiveTracker
+  live    the newest camera frame; the newest result's keypoints carried by kiosk.capture.live.LiveTracker
   stale   the newest camera frame; the newest result's keypoints as they were (Deep-Live-Cam)
   synced  the newest result's own frame and keypoints (the picture is that many frames old)
 
@@ -109,9 +109,9 @@ def draw_strategies(clip: Clip, detect: DetectFn, result_frames: int, track_px: 
     """Render one frame, at the largest motion since the result's frame, in the three strategies."""
     import cv2
 
+    from kiosk.capture.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
     from kiosk.config import DisplayConfig
     from kiosk.inference.align import align_matrix, warp_crop
-    from kiosk.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
     from kiosk.render.renderer import Renderer
     from kiosk.render.window import OffscreenSurface
     from kiosk.types import Face, SwappedFace
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         "--tracking",
         action="store_true",
         help="results carry the pipeline's tracked keypoints (processing.tracking: true) instead of "
-        "the detector's own: kiosk.tracking fed the result frames only, as the pipeline is",
+        "the detector's own: kiosk.processing.tracking fed the result frames only, as the pipeline is",
     )
     ap.add_argument("--roi-det-size", type=int, default=224, help="with --tracking: region detector size")
     args = ap.parse_args(argv)
@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     print(
         f"detector: {desc}; a result every {args.result_frames} frames at 30 fps; tracker at {args.track_px} px"
-        + ("; results from kiosk.tracking (processing.tracking: true)" if args.tracking else "")
+        + ("; results from kiosk.processing.tracking (processing.tracking: true)" if args.tracking else "")
     )
     print(
         f"  {'clip':<28} {'shown':<7} {'truth p50/p95':>15}   {'detector p50/p95':>15}   "

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.appliance.monitoring import TextfileMonitor, render_metrics, write_atomic
 from kiosk.config import parse_config
 

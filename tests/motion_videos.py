@@ -487,8 +487,8 @@ def run_tracker(
     seed: int = 1,
     roi: tuple[int, int] | None = None,
 ) -> TrackRun:
-    """Run ``kiosk.tracking.detect_and_track`` over ``clip``; optionally drop detections at random."""
-    from kiosk.tracking import FaceTracker, detect_and_track
+    """Run ``kiosk.processing.tracking.detect_and_track`` over ``clip``; optionally drop detections at random."""
+    from kiosk.processing.tracking import FaceTracker, detect_and_track
 
     assert isinstance(tracker, FaceTracker)
     rng = np.random.default_rng(seed)
@@ -535,7 +535,7 @@ def every_kth(
     processed frame on (a track is reported from its second detection), and the number of
     face-frames the tracker left unreported. ``tracker``: a ``FaceTracker`` to use (default: one
     with the pipeline's settings and ``detect_every``)."""
-    from kiosk.tracking import FaceTracker, detect_and_track
+    from kiosk.processing.tracking import FaceTracker, detect_and_track
 
     tracker = tracker if tracker is not None else FaceTracker(detect_every=detect_every)
     assert isinstance(tracker, FaceTracker)
@@ -570,7 +570,7 @@ class LiveRun:
     """Per displayed frame and true face: the keypoints each display strategy puts on screen.
 
     ``live``: the newest result's keypoints carried onto the newest frame by
-    :class:`kiosk.live.LiveTracker` (NaN where it did not trust them: the real face is shown);
+    :class:`kiosk.capture.live.LiveTracker` (NaN where it did not trust them: the real face is shown);
     ``stale``: the newest result's keypoints on the newest frame (Deep-Live-Cam's strategy);
     ``synced``: the newest result's keypoints on its own frame, which is what is shown then
     (``synced_frame``). All (T, F, 5, 2), NaN before the first result.
@@ -603,7 +603,7 @@ def simulate_live(
     Every camera frame goes through the tracker, as in the capture thread. ``shuffle_seed``: list
     each result's faces in a random order (a detector orders them by score, not by position).
     """
-    from kiosk.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
+    from kiosk.capture.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
 
     tracker = LiveTracker(LiveOptions(track_px=track_px, max_age_s=max_age_s))
     n, nf = clip.truth_kps.shape[:2]
@@ -676,7 +676,7 @@ def tracked_results(
     """For :func:`simulate_live`: the faces a result carries with ``processing.tracking: true``,
     the pipeline's tracker fed the processed frames only (in order, with their times), as the
     pipeline feeds it. Call it with frames of ``clip``, in order."""
-    from kiosk.tracking import FaceTracker, detect_and_track, roi_geometry
+    from kiosk.processing.tracking import FaceTracker, detect_and_track, roi_geometry
 
     tracker = FaceTracker()
     index = {id(f): i for i, f in enumerate(clip.frames)}

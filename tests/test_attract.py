@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.booth.session import SessionView
 from kiosk.config import parse_config
 from kiosk.types import SwapResult

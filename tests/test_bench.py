@@ -12,7 +12,7 @@ import pytest
 from inference_fixtures import *  # noqa: F403
 
 from kiosk.cli import build_parser, main
-from kiosk.pipeline import SwapPipeline
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.tools.bench import BenchProcessor, StillSource, bench_config, faces_frame, format_report, run_bench
 
 pytestmark = [pytest.mark.gl, pytest.mark.filterwarnings("ignore::FutureWarning")]

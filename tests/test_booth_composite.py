@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from inference_fixtures import insightface_image, shared_model
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import load_config
 from kiosk.tools.standins import make_embedder, make_swapper
 

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 from inference_fixtures import insightface_image, make_cfg, shared_model
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import load_config
-from kiosk.pipeline import SwapPipeline
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.tools.standins import make_embedder, make_swapper
 
 pytestmark = [pytest.mark.gl, pytest.mark.slow]

@@ -1,7 +1,7 @@
 """Package boundaries: which parts of the kiosk may import which.
 
 - ``kiosk/config.py`` (the schema) depends on no feature module: only the plain modules
-  ``kiosk.bindings``, ``kiosk.options`` and ``kiosk.paths`` (and the standard library and third-party packages).
+  ``kiosk.bindings``, ``kiosk.util.options`` and ``kiosk.paths`` (and the standard library and third-party packages).
 - No module of ``kiosk/inference/`` or ``kiosk/render/`` imports ``kiosk.config`` or ``kiosk.booth``:
   they take plain option records (``ProviderOptions``, ``DisplayOptions``, ...).
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 KIOSK = Path(__file__).resolve().parents[1] / "kiosk"
 
-CONFIG_MAY_IMPORT = {"kiosk.bindings", "kiosk.options", "kiosk.paths"}
+CONFIG_MAY_IMPORT = {"kiosk.bindings", "kiosk.util.options", "kiosk.paths"}
 #: The package itself (``kiosk/__init__.py``: the version and the project root) is neutral.
 NEUTRAL = {"kiosk"}
 FORBIDDEN_FOR_FEATURES = ("kiosk.config", "kiosk.booth")
@@ -86,7 +86,7 @@ def test_inference_and_render_do_not_import_config_or_booth() -> None:
 
 def test_plain_data_modules_import_nothing_of_the_kiosk() -> None:
     for name in CONFIG_MAY_IMPORT:
-        path = KIOSK / (name.split(".", 1)[1] + ".py")
+        path = KIOSK.parent / (name.replace(".", "/") + ".py")
         assert not {m for m in imported_modules(path) if _is_under(m, "kiosk")} - NEUTRAL, name
 
 

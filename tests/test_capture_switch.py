@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 from egl_helpers import egl_available
 
-import kiosk.app
-from kiosk.app import KioskApp, RunOptions
+import kiosk.app.kiosk_app
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig, SourceConfig, parse_config
 from kiosk.sync import TripleBuffer
@@ -181,7 +181,9 @@ def _run_with_switch(
 
     cv2.imwrite(str(tmp_path / "b.png"), np.full((H, W, 3), BLUE, np.uint8))
     b = BlockingSource(BLUE, fluent_s=60.0, block_s=0.0, open_s=0.3)
-    monkeypatch.setattr(kiosk.app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b)
+    monkeypatch.setattr(
+        kiosk.app.kiosk_app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
+    )
     cfg_a = parse_config(BASE + CFG_A, "t.yaml", base_dir=tmp_path)
     cfg_b: KioskConfig = parse_config(BASE + CFG_B, "t.yaml", base_dir=tmp_path)
     shot = tmp_path / "end.png"
@@ -268,7 +270,9 @@ def test_a_stuck_thread_in_live_mode_leaves_all_three_buffers_to_the_fresh_one(b
     live_cfg = BASE.replace("max_fps: 60}", "max_fps: 60, mode: live}")
     a = BlockingSource(RED, fluent_s=0.3, block_s=2.0, open_s=0.0)
     b = BlockingSource(BLUE, fluent_s=60.0, block_s=0.0, open_s=0.0)
-    monkeypatch.setattr(kiosk.app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b)
+    monkeypatch.setattr(
+        kiosk.app.kiosk_app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
+    )
     app = KioskApp(parse_config(live_cfg + CFG_A, "t.yaml"), RunOptions(headless=True))
     old_capture, old_live, old_anchors = app.capture, app.live_buf, app.anchor_buf
     app.capture.start()

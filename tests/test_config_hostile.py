@@ -118,7 +118,7 @@ def test_running_kiosk_survives_hostile_reloads_and_applies_the_next_good_file(t
         moderngl.create_standalone_context(backend="egl").release()
     except Exception:
         pytest.skip("no EGL/OpenGL context available")
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
 
     small = (
         "source: {kind: synthetic, synthetic: {width: 160, height: 120, fps: 30}, mirror: false}\n"

@@ -160,7 +160,7 @@ def test_gamepad_rejects_unknown_buttons():
 
 
 def _app(fullscreen: bool, allow_quit: str = "null"):
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
     from kiosk.config import parse_config
 
     cfg = parse_config(

@@ -1,4 +1,4 @@
-"""The counters snapshot (kiosk/counters.py): a processing thread that is hung or dead reports no rate
+"""The counters snapshot (kiosk/app/counters.py): a processing thread that is hung or dead reports no rate
 anywhere (overlay, STATUS, stats JSON, hence monitoring), the totals survive an abandoned thread,
 and the outputs derive from the snapshot, not from the threads' live state."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import KioskConfig
 
 

@@ -23,7 +23,7 @@ from kiosk.inference.errors import ModelSignatureError
 from kiosk.inference.parser import FACE_CLASSES, FaceParser
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import BISENET_RESNET_18, BISENET_RESNET_34, spec_for_file
-from kiosk.pipeline import missing_models, model_paths, open_parser
+from kiosk.processing.pipeline import missing_models, model_paths, open_parser
 from kiosk.tools import standins
 from kiosk.types import Face
 
@@ -229,7 +229,7 @@ def test_occlusion_on_keeps_the_hand_in_the_composite(tmp_path: Path) -> None:
     """``mask.occlusion: true`` end to end: ``SwapPipeline.from_config`` loads the parser and its mask
     goes into the per-face alpha, so the hand in front of the face keeps the visitor's pixels while
     the face around it is swapped (the stand-in swapper tints it). Off: the hand is swapped over."""
-    from kiosk.pipeline import SwapPipeline
+    from kiosk.processing.pipeline import SwapPipeline
 
     standins.make_all(tmp_path)
     standins.make_parser(tmp_path / "bisenet_resnet_34.onnx")

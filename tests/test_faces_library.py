@@ -15,7 +15,7 @@ from inference_fixtures import *  # noqa: F403
 from inference_fixtures import make_cfg
 
 from kiosk.booth.faces import FaceLibrary, ModelDigests, make_library
-from kiosk.pipeline import SwapPipeline
+from kiosk.processing.pipeline import SwapPipeline
 
 
 class Spy:

@@ -172,9 +172,9 @@ def test_the_booth_stage_loads_faces_on_the_inference_thread_not_the_loader(
 
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
-    from kiosk.booth.processor import build_booth_processor
-    from kiosk.pipeline import SwapProcessor
-    from kiosk.runtime import new_swap_result
+    from kiosk.processing.booth_stage import build_booth_processor
+    from kiosk.processing.pipeline import SwapProcessor
+    from kiosk.processing.thread import new_swap_result
 
     folder = tmp_path / "faces"
     folder.mkdir()
@@ -317,9 +317,9 @@ def test_the_booth_stage_scans_a_folder_of_new_photos_over_several_frames(
 
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
-    from kiosk.booth.processor import build_booth_processor
-    from kiosk.pipeline import SwapProcessor
-    from kiosk.runtime import new_swap_result
+    from kiosk.processing.booth_stage import build_booth_processor
+    from kiosk.processing.pipeline import SwapProcessor
+    from kiosk.processing.thread import new_swap_result
 
     folder = tmp_path / "faces"
     folder.mkdir()

@@ -20,7 +20,7 @@ import pytest
 from egl_helpers import skip_module_without_egl
 from fault_inject import CountingSource, Faults, ScreenSampler, booth_folder, booth_yaml
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import load_config
 from kiosk.tools.standins import make_swapper
 

@@ -29,7 +29,7 @@ def _rules() -> list[dict]:
 
 
 def _written_metric_names() -> set[str]:
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
     from kiosk.config import parse_config
 
     app = KioskApp(parse_config("source: {kind: synthetic}\nprocessing: {enabled: false}\n"), RunOptions())

@@ -24,7 +24,7 @@ from kiosk.inference.sessions import (
     create_session,
     provider_options,
 )
-from kiosk.pipeline import SwapPipeline
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.types import SwappedFace
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -94,7 +94,7 @@ def test_steady_state_allocation_with_tracking_and_a_real_detector(standin_dir: 
 def _portrait(h: int, w: int) -> np.ndarray:
     from inference_fixtures import insightface_image
 
-    from kiosk.pipeline import read_image
+    from kiosk.processing.pipeline import read_image
 
     photo = read_image(insightface_image("t1.jpg"))
     import cv2
@@ -297,7 +297,7 @@ def test_returned_crops_survive_the_triple_buffer(standin_cfg: KioskConfig) -> N
 def test_warm_up_runs_every_model_and_logs(
     standin_cfg: KioskConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level("INFO", logger="kiosk.pipeline")
+    caplog.set_level("INFO", logger="kiosk.processing.pipeline")
     pipe = SwapPipeline.from_config(standin_cfg, enhance=True)
     assert "models warmed up in" in caplog.text
     for runner in pipe.runners:

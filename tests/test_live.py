@@ -1,4 +1,4 @@
-"""Live display: carrying a slow result's faces onto newer frames (kiosk.live), deterministically.
+"""Live display: carrying a slow result's faces onto newer frames (kiosk.capture.live), deterministically.
 
 Clips with known motion are replayed frame by frame as the threads would see them
 (``motion_videos.simulate_live``: a result takes N camera frames, then processing starts on the
@@ -26,7 +26,7 @@ from motion_videos import (
     truth_carried,
 )
 
-from kiosk.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker, apply_affine, compose
+from kiosk.capture.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker, apply_affine, compose
 from kiosk.types import Face, SwappedFace, SwapResult
 
 #: A swapper of ~140 ms a face with three faces: about 13 frames at 30 fps per result.
@@ -259,7 +259,7 @@ def test_compose_order() -> None:
 
 
 def test_similarity_fit_recovers_a_known_motion() -> None:
-    from kiosk.live import similarity
+    from kiosk.capture.live import similarity
 
     rng = np.random.default_rng(0)
     src = rng.uniform(0, 100, (30, 2))
@@ -269,7 +269,7 @@ def test_similarity_fit_recovers_a_known_motion() -> None:
 
 
 def test_a_tracker_error_still_publishes_the_frame_without_swaps(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kiosk.live import AnchorSlot, LiveFeed, new_live_frame
+    from kiosk.capture.live import AnchorSlot, LiveFeed, new_live_frame
     from kiosk.sync import TripleBuffer
 
     anchors: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)
@@ -293,7 +293,7 @@ def test_a_tracker_error_still_publishes_the_frame_without_swaps(monkeypatch: py
 
 def test_anchor_carries_each_faces_alpha_mask() -> None:
     """A face-shaped or mouth mask (crop space) travels with the crop onto the live frame."""
-    from kiosk.live import LiveAnchor
+    from kiosk.capture.live import LiveAnchor
     from kiosk.types import Face, SwappedFace, SwapResult
 
     crop = np.full((128, 128, 3), 200, np.uint8)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from egl_helpers import skip_module_without_egl
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import parse_config
 from kiosk.tools.bench import MovingSource
 from kiosk.types import Face, FrameBGR, SwappedFace, SwapResult

@@ -20,7 +20,7 @@ from kiosk.inference.align import arcface_template
 from kiosk.inference.color import ColorCorrector, ColorOptions, face_stats
 from kiosk.inference.mask import MaskBuilder, MaskOptions, build_alpha, crop_keypoints
 from kiosk.inference.paste import PasteBack, feather_mask
-from kiosk.pipeline import read_image
+from kiosk.processing.pipeline import read_image
 from kiosk.types import Face
 
 KPS_128 = arcface_template(128)
@@ -184,7 +184,7 @@ def _swap_cli(tmp_path: Path, standin_dir: Path, det: Path, yaml_extra: str) -> 
     args = ["swap", "--source", str(ASTRONAUT), "--input", str(ASTRONAUT), "--output", str(out)]
     assert main([*args, "--config", str(cfg)]) == 0
     from kiosk.config import load_config
-    from kiosk.pipeline import open_detector
+    from kiosk.processing.pipeline import open_detector
 
     face = open_detector(load_config(cfg)).detect(read_image(ASTRONAUT))[0]
     return read_image(out), face
@@ -308,7 +308,7 @@ def test_shipped_configs_correct_the_colour(name: str) -> None:
 
 
 def test_a_mask_change_in_the_config_file_rebuilds_the_processing_stage() -> None:
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
     from kiosk.config import KioskConfig
 
     cfg = KioskConfig.model_validate({"source": {"kind": "synthetic"}, "processing": {"enabled": False}})
@@ -324,7 +324,7 @@ def test_a_mask_change_in_the_config_file_rebuilds_the_processing_stage() -> Non
 def test_mask_and_colour_allocate_nothing_per_frame(standin_cfg) -> None:  # type: ignore[no-untyped-def]
     from test_hotpath import FRAME_720, SOURCE, _bytes_per_frame
 
-    from kiosk.pipeline import SwapPipeline
+    from kiosk.processing.pipeline import SwapPipeline
 
     proc = standin_cfg.processing.model_copy(update={"color_correction": "mean_std"})
     mask = standin_cfg.mask.model_copy(update={"shape": "face", "mouth": 1.0})

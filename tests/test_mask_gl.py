@@ -19,7 +19,7 @@ from mask_fixtures import ASTRONAUT, face_regions, mask_pipe
 from test_composite_gl import gpu_composite
 from test_mask import LowerHalfParser
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import load_config
 from kiosk.tools.standins import make_embedder, make_swapper
 
@@ -123,7 +123,7 @@ def _run_kiosk(cfg_path: Path, shot: Path, snapshot_after_s: float = 0.0) -> np.
 def test_the_screen_and_snapshots_show_the_visitors_colour_and_mouth(
     tmp_path: Path, det_500m: Path, astronaut: np.ndarray
 ) -> None:
-    from kiosk.pipeline import open_detector
+    from kiosk.processing.pipeline import open_detector
 
     face = open_detector(load_config(_booth(tmp_path, "", ""))).detect(astronaut)[0]
     regions = face_regions(face)

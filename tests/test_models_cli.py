@@ -18,8 +18,8 @@ import pytest
 import standins
 from inference_fixtures import *  # noqa: F403
 
-from kiosk import models_cli as inference_cli
 from kiosk.cli import main
+from kiosk.cli import models as inference_cli
 from kiosk.inference import specs
 from kiosk.inference.fetch import FetchError, fetch_model
 

@@ -146,7 +146,7 @@ def test_kiosk_run_keeps_the_textfile_up_to_date_and_writes_up_0_at_exit(tmp_pat
 
 
 def _stats_of_a_stopped_kiosk() -> dict:
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
 
     cfg = parse_config("source: {kind: synthetic}\nprocessing: {enabled: false}\n")
     app = KioskApp(cfg, RunOptions(headless=True))
@@ -335,7 +335,7 @@ def test_node_exporter_serves_the_file_without_a_scrape_error(tmp_path):
 
 
 def test_config_reload_moves_or_switches_off_the_textfile(tmp_path):
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
 
     base = "source: {kind: synthetic}\nprocessing: {enabled: false}\n"
     app = KioskApp(parse_config(base, base_dir=tmp_path), RunOptions(headless=True))

@@ -20,8 +20,8 @@ from pydantic import BaseModel
 
 from kiosk import paths
 from kiosk.cli import main
+from kiosk.cli.config_init import PRESETS, commented_config
 from kiosk.config import KioskConfig, default_config_path, load_config
-from kiosk.config_init import PRESETS, commented_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -15,8 +15,8 @@ from inference_fixtures import insightface_image, make_cfg
 
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ImageError, ModelCorruptError, ModelSignatureError, NoFaceError
-from kiosk.pipeline import SwapPipeline, SwapProcessor, build_processor, missing_models, read_image
-from kiosk.processing import PassThrough
+from kiosk.processing.pipeline import SwapPipeline, SwapProcessor, build_processor, missing_models, read_image
+from kiosk.processing.stage import PassThrough
 from kiosk.types import SwapResult
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -184,10 +184,10 @@ def test_demo_without_models_says_which_command_fetches_them(tmp_path: Path) -> 
     and `kiosk models fetch`, not about faces, and the build is retried when the files appear."""
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
-    from kiosk.booth.processor import build_booth_processor
     from kiosk.config import load_config
     from kiosk.paths import bundled_config
-    from kiosk.processing import StageUnavailable
+    from kiosk.processing.booth_stage import build_booth_processor
+    from kiosk.processing.stage import StageUnavailable
 
     cfg = load_config(bundled_config("demo"), env=False)
     cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"dir": str(tmp_path)})})

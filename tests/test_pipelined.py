@@ -14,9 +14,9 @@ from inference_fixtures import *  # noqa: F403
 from inference_fixtures import make_cfg
 
 from kiosk.config import KioskConfig
-from kiosk.pipeline import SwapPipeline, SwapProcessor, TrackingOptions
-from kiosk.pipelined import PipelinedDetection
-from kiosk.runtime import new_swap_result
+from kiosk.processing.pipeline import SwapPipeline, SwapProcessor, TrackingOptions
+from kiosk.processing.pipelined import PipelinedDetection
+from kiosk.processing.thread import new_swap_result
 
 LATENT = np.full((1, 512), 512**-0.5, np.float32)
 
@@ -183,7 +183,7 @@ def test_booth_processor_pipelined_shows_the_sequential_frames(
 
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
-    from kiosk.booth.processor import build_booth_processor
+    from kiosk.processing.booth_stage import build_booth_processor
 
     folder = tmp_path / "faces"
     folder.mkdir()
@@ -224,7 +224,7 @@ def test_booth_processor_pipelined_shows_the_sequential_frames(
 def test_a_frame_left_in_flight_too_long_is_not_shown(
     standin_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kiosk.pipelined as pl
+    import kiosk.processing.pipelined as pl
 
     cfg = make_cfg(standin_dir)
     stage = PipelinedDetection.from_config(cfg, _pipe(cfg, tracking=False))

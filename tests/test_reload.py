@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from kiosk.booth.reload import ConfigWatcher
+from kiosk.app.config_watch import ConfigWatcher
 
 
 def _write(path, text, bump):

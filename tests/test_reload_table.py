@@ -1,4 +1,4 @@
-"""Live reload is a declared table (kiosk/reload.py): every config key has a row, and changing a key in
+"""Live reload is a declared table (kiosk/app/reload_table.py): every config key has a row, and changing a key in
 a constructed kiosk rebuilds exactly the parts its row names, observed on the app itself (a new
 capture thread, a new library, a stage rebuild handed to the inference thread, the window marked
 for reopening, new loop options, new bindings, toggles, monitor, log level)."""
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
+from kiosk.app.reload_table import RELOAD_TABLE, Part, plan_reload
 from kiosk.config import KioskConfig
-from kiosk.reload import RELOAD_TABLE, Part, plan_reload
 
 BASE = {"source": {"kind": "synthetic"}, "processing": {"enabled": False}}
 
@@ -33,7 +33,9 @@ def _config_keys() -> set[str]:
 
 def test_every_config_key_has_a_row_and_every_row_a_key() -> None:
     keys = _config_keys()
-    assert sorted(keys - set(RELOAD_TABLE)) == [], "declare these keys in kiosk/reload.py RELOAD_TABLE"
+    assert sorted(keys - set(RELOAD_TABLE)) == [], (
+        "declare these keys in kiosk/app/reload_table.py RELOAD_TABLE"
+    )
     assert sorted(set(RELOAD_TABLE) - keys) == [], "RELOAD_TABLE names keys the config no longer has"
 
 
@@ -99,7 +101,7 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
     level = root.level
     caplog.clear()
     try:
-        with caplog.at_level(logging.INFO, logger="kiosk.app"):
+        with caplog.at_level(logging.INFO, logger="kiosk.app.kiosk_app"):
             root.setLevel(logging.WARNING)  # a level the config's INFO/DEBUG/ERROR differ from
             app.apply_config(new)
             seen_level = root.level
@@ -152,8 +154,8 @@ def test_display_composite_rebuilds_the_stage_with_the_new_composite_and_keeps_t
 ) -> None:
     """display.composite: cpu makes the rebuilt stage paste faces itself (the renderer then draws the
     frame as it comes, ``faces_pasted``); the window is not reopened for it."""
-    import kiosk.booth.processor as booth_processor
-    from kiosk.pipeline import stage_composite
+    import kiosk.processing.booth_stage as booth_processor
+    from kiosk.processing.pipeline import stage_composite
 
     built: list[str] = []
     monkeypatch.setattr(
@@ -203,10 +205,12 @@ def test_keys_read_where_used_reach_the_booth_session(tmp_path: Path) -> None:
 
 
 def test_readme_shows_the_table() -> None:
-    from kiosk.reload import table_markdown
+    from kiosk.app.reload_table import table_markdown
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert table_markdown() in readme, "README's live-reload table: paste kiosk.reload.table_markdown()"
+    assert table_markdown() in readme, (
+        "README's live-reload table: paste kiosk.app.reload_table.table_markdown()"
+    )
     rows = table_markdown().splitlines()[2:]
     sections = {line.split("`")[1] for line in rows}
     assert sections == {k.split(".")[0] for k in RELOAD_TABLE}

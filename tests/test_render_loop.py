@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import KioskConfig
 
 

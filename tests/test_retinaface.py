@@ -23,8 +23,8 @@ from kiosk.inference.detector import FaceDetector, RetinaFaceDetector, make_dete
 from kiosk.inference.errors import ModelSignatureError
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import RETINAFACE, RETINAFACE_MNET025, detector_family_of, spec_for_file
-from kiosk.pipeline import SwapPipeline
-from kiosk.tracking import box_iou
+from kiosk.processing.pipeline import SwapPipeline
+from kiosk.processing.tracking import box_iou
 from kiosk.types import Face
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -483,7 +483,7 @@ def test_headless_kiosk_swaps_the_faces_retinaface_finds(tmp_path: Path, t1_bgr:
         moderngl.create_standalone_context(backend="egl").release()
     except Exception:
         pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)")
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
     from kiosk.config import load_config
     from kiosk.tools.standins import make_embedder, make_swapper
 

@@ -8,8 +8,8 @@ import time
 import numpy as np
 
 from kiosk.capture.thread import new_captured_frame
-from kiosk.processing import PassThrough
-from kiosk.runtime import InferenceThread, new_swap_result
+from kiosk.processing.stage import PassThrough
+from kiosk.processing.thread import InferenceThread, new_swap_result
 from kiosk.sync import TripleBuffer
 from kiosk.types import SwapResult
 
@@ -212,7 +212,7 @@ def test_an_abandoned_thread_never_publishes_again():
                 return
             super().process(frame_bgr, out)
 
-    from kiosk.runtime import ErrorPolicy
+    from kiosk.processing.thread import ErrorPolicy
 
     t, inp, out, stop = _start(Hanging, policy=ErrorPolicy(stall_s=0.2, load_stall_s=0.2))
     try:
@@ -237,7 +237,7 @@ def test_an_abandoned_thread_never_publishes_again():
 
 
 def test_a_failed_rebuild_keeps_the_working_stage_and_retries_when_the_file_changes(tmp_path):
-    from kiosk.processing import StageUnavailable
+    from kiosk.processing.stage import StageUnavailable
 
     model = tmp_path / "swapper.onnx"
     model.write_bytes(b"broken")

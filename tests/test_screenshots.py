@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from test_render_loop import _app
 
-from kiosk.app import RunOptions
+from kiosk.app.kiosk_app import RunOptions
 from kiosk.render import shots, window
 
 

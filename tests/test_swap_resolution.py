@@ -18,7 +18,7 @@ from kiosk.inference.align import align_matrix, warp_crop
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import spec_for_file
 from kiosk.inference.swapper import InSwapper
-from kiosk.pipeline import SwapPipeline
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.tools import standins
 
 KPS = np.array([[281.3, 201.7], [359.2, 197.9], [322.4, 251.1], [291.8, 302.6], [349.5, 299.4]], np.float32)

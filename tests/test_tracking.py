@@ -1,11 +1,11 @@
-"""Unit tests of kiosk.tracking with synthetic detections (no models needed)."""
+"""Unit tests of kiosk.processing.tracking with synthetic detections (no models needed)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from kiosk.tracking import (
+from kiosk.processing.tracking import (
     FaceTracker,
     OneEuroFilter,
     Track,

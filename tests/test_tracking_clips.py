@@ -26,7 +26,7 @@ from motion_videos import (
     run_tracker,
 )
 
-from kiosk.tracking import FaceTracker, roi_geometry
+from kiosk.processing.tracking import FaceTracker, roi_geometry
 
 DET_SIZE = 320
 ROI_DET_SIZE = 224

@@ -19,7 +19,7 @@ import pytest
 from inference_fixtures import *  # noqa: F403
 from inference_fixtures import SHARED_MODELS, insightface_image, make_cfg
 
-from kiosk.pipeline import SwapPipeline, read_image
+from kiosk.processing.pipeline import SwapPipeline, read_image
 from kiosk.types import Face
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

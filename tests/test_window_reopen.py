@@ -13,7 +13,7 @@ import pytest
 from egl_helpers import egl_available
 
 import kiosk.render.window
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import KioskConfig, parse_config
 from kiosk.render.options import DisplayOptions
 from kiosk.render.reopen import SurfaceReopener

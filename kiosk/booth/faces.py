@@ -113,7 +113,7 @@ def decode_photo(data: bytes) -> FrameBGR:
 
 
 class FaceAnalyzer(Protocol):
-    """What the library needs from the pipeline (see :class:`kiosk.pipeline.SwapPipeline`)."""
+    """What the library needs from the pipeline (see :class:`kiosk.processing.pipeline.SwapPipeline`)."""
 
     def find_source_faces(self, face_bgr: FrameBGR) -> tuple[list[Face], FrameBGR]: ...
 

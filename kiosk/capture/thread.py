@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from kiosk.capture.live import LiveFeed
 from kiosk.capture.sources import Source, SourceError
 from kiosk.config import SourceConfig
-from kiosk.live import LiveFeed
 from kiosk.stats import RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, FrameBGR

@@ -4,7 +4,7 @@ The one place the mask contract lives. The CPU paste-back (:mod:`kiosk.inference
 GPU composite (:mod:`kiosk.render.composite`, ``shaders/frame.frag``) both take the ``(S, S)``
 uint8 alpha built here and sample it bilinearly with the crop, so they cannot disagree about the
 mask. It imports nothing from the config, the renderer or the booth; :class:`MaskOptions` is built
-from the ``mask:`` config section by :func:`kiosk.pipeline.mask_options`.
+from the ``mask:`` config section by :func:`kiosk.processing.pipeline.mask_options`.
 
 With ``u, v`` the crop-space coordinates of a pixel centre (pixel ``x`` has ``u = x + 0.5``) in a
 crop of side ``S``, ``kps`` the five keypoints mapped into the crop, and ``clamp01`` = clamp to

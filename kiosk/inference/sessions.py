@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from kiosk.inference import ortlog
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
 from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
-from kiosk.options import copy_fields
+from kiosk.util.options import copy_fields
 
 log = logging.getLogger(__name__)
 ortlog.quiet_default_logger()

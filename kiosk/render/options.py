@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kiosk.options import copy_fields
+from kiosk.util.options import copy_fields
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """``kiosk bench``: the real threaded runtime, headless, on a synthetic source with faces.
 
-Runs :class:`~kiosk.app.KioskApp` (capture thread, inference thread, headless GL render loop)
+Runs :class:`~kiosk.app.kiosk_app.KioskApp` (capture thread, inference thread, headless GL render loop)
 for a number of processed frames and reports:
 
 - per-stage milliseconds of the face pipeline (p50/p95): detect (full frame or the regions around
@@ -58,8 +58,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig, default_config_path, load_config
-from kiosk.pipeline import SwapPipeline, SwapProcessor, read_image
-from kiosk.processing import Processor
+from kiosk.processing.pipeline import SwapPipeline, SwapProcessor, read_image
+from kiosk.processing.stage import Processor
 from kiosk.types import FrameBGR, SwapResult
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ def _process_cpu_s() -> float:
 
 
 class BenchProcessor(SwapProcessor):
-    """The kiosk's :class:`~kiosk.pipeline.SwapProcessor` (same composite option, same error
+    """The kiosk's :class:`~kiosk.processing.pipeline.SwapProcessor` (same composite option, same error
     policy, ``faces_pasted`` set by it) with a recorder of its stage times in ``on_frame``."""
 
     def __init__(self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5) -> None:
@@ -384,7 +384,7 @@ def compare_insightface(pipe: SwapPipeline, cfg: KioskConfig, frame: FrameBGR, r
     except ImportError:
         return {"error": "insightface is not installed"}
     from kiosk.inference.sessions import ProviderOptions, create_session
-    from kiosk.pipeline import model_paths
+    from kiosk.processing.pipeline import model_paths
 
     paths = model_paths(cfg)
     det_path, swap_path = paths["detector"], paths["swapper"]
@@ -572,7 +572,7 @@ def run_bench(
     """Build the pipeline, run the threaded runtime headless for ``frames`` processed frames
     (after ``skip_frames`` unrecorded ones); then ``alloc_frames`` frames under tracemalloc
     (0: skip that). ``timeout_s`` 0: 60 s or 2 s a frame, whichever is longer."""
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
 
     cfg = cfg.model_copy(update={"display": cfg.display.model_copy(update={"mode": display_mode})})
     t0 = time.perf_counter()

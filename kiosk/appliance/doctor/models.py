@@ -17,7 +17,7 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
         return [CheckResult("models", True, "processing.enabled is false: no models needed (camera only)")]
     from kiosk.inference.fetch import check_file
     from kiosk.inference.specs import spec_for_file
-    from kiosk.pipeline import model_paths
+    from kiosk.processing.pipeline import model_paths
 
     missing, corrupt, fine = [], [], []
     for role, path in model_paths(ctx.cfg).items():

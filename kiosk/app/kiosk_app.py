@@ -5,7 +5,7 @@
 The render loop never waits for inference: each iteration takes the newest processed frame
 if there is one, redraws at the display rate, and shows why when frames stop coming.
 
-``display.mode: live`` adds two small channels (:mod:`kiosk.live`): the inference thread hands
+``display.mode: live`` adds two small channels (:mod:`kiosk.capture.live`): the inference thread hands
 each result's crops to the capture thread (TripleBuffer[AnchorSlot]), whose keypoint tracker
 carries them onto every new camera frame, published to the render loop (TripleBuffer[LiveFrame]).
 The picture then is the newest camera frame; processed results only supply notices and counters.
@@ -27,16 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kiosk.appliance.monitoring import TextfileMonitor
-from kiosk.appliance.sdnotify import SdNotifier
-from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
-from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
-from kiosk.booth.reload import ConfigWatcher, ReloadEvent
-from kiosk.booth.session import BoothSession
-from kiosk.capture.sources import Source, make_source
-from kiosk.capture.thread import CaptureThread, new_captured_frame
-from kiosk.config import KioskConfig
-from kiosk.counters import (
+from kiosk.app.config_watch import ConfigWatcher, ReloadEvent
+from kiosk.app.counters import (
     CaptureCounters,
     Counters,
     ProcessingCounters,
@@ -45,10 +37,18 @@ from kiosk.counters import (
     stats_dict,
     status_line,
 )
-from kiosk.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
-from kiosk.processing import PassThrough, Processor
-from kiosk.reload import RELOAD_TABLE, Part, changed_keys, plan_reload
-from kiosk.runtime import ErrorPolicy, InferenceThread, new_swap_result
+from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
+from kiosk.appliance.monitoring import TextfileMonitor
+from kiosk.appliance.sdnotify import SdNotifier
+from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
+from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
+from kiosk.booth.session import BoothSession
+from kiosk.capture.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
+from kiosk.capture.sources import Source, make_source
+from kiosk.capture.thread import CaptureThread, new_captured_frame
+from kiosk.config import KioskConfig
+from kiosk.processing.stage import PassThrough, Processor
+from kiosk.processing.thread import ErrorPolicy, InferenceThread, new_swap_result
 from kiosk.signals import SignalState
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
@@ -77,7 +77,7 @@ class RunOptions:
 @dataclass(frozen=True)
 class LoopOptions:
     """What the render loop needs of the config and the run options, taken when config is
-    (re)applied (:data:`kiosk.reload.Part.LOOP`): the loop body itself reads no config."""
+    (re)applied (:data:`kiosk.app.reload_table.Part.LOOP`): the loop body itself reads no config."""
 
     period_s: float = 0.0  # 1 / display.max_fps; 0: not paced
     live: bool = False  # display.mode: live (the picture is the newest camera frame)
@@ -134,7 +134,7 @@ def default_processor_factory(
     def build() -> Processor:
         if not cfg.processing.enabled:
             return PassThrough()  # without importing ONNX Runtime at all
-        from kiosk.booth.processor import build_booth_processor
+        from kiosk.processing.booth_stage import build_booth_processor
 
         return build_booth_processor(cfg, library, controls)
 
@@ -539,7 +539,7 @@ class KioskApp:
 
     def apply_config(self, new: KioskConfig) -> frozenset[Part]:
         """Apply a validated config to the running kiosk: rebuild the parts that
-        :data:`kiosk.reload.RELOAD_TABLE` names for the keys that changed, nothing else; returns them."""
+        :data:`kiosk.app.reload_table.RELOAD_TABLE` names for the keys that changed, nothing else; returns them."""
         old, self.cfg = self.cfg, new
         # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
         # (keys that rebuild nothing), so it follows every change, before the plan is looked at.

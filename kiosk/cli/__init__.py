@@ -12,8 +12,8 @@ from kiosk.paths import DIST_NAME
 
 # Modules that add sub-commands; each has ``register(subparsers)`` and sets ``func`` on its parsers.
 _COMMAND_MODULES = (
-    "kiosk.commands",
-    "kiosk.models_cli",
+    "kiosk.cli.commands",
+    "kiosk.cli.models",
     "kiosk.appliance.cli",
     "kiosk.tools.bench_cli",
 )

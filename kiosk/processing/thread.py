@@ -11,7 +11,7 @@ Errors climb a ladder (ARCHITECTURE.md, "Ownership and failure"):
    config) keeps the last working stage where there is one, with a notice saying why; the build
    is retried after the back-off, and at once when a watched model file changes (mtime, size or
    inode), so copying the right file in heals the booth without a restart.
-4. A call that never returns is the supervisor's business (:class:`kiosk.app.KioskApp`): it reads
+4. A call that never returns is the supervisor's business (:class:`kiosk.app.kiosk_app.KioskApp`): it reads
    :meth:`InferenceThread.hung_for`, calls :meth:`InferenceThread.abandon` and starts a fresh
    thread with its own output buffer; the abandoned thread never publishes again.
 
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kiosk.booth.controls import ControlState
-from kiosk.live import AnchorSlot, LiveAnchor
-from kiosk.processing import PassThrough, Processor, StageUnavailable
+from kiosk.capture.live import AnchorSlot, LiveAnchor
+from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult

@@ -1,6 +1,6 @@
 """One frozen snapshot of the kiosk's counters, taken once per rendered frame.
 
-The render loop reads the worker threads' meters once (:meth:`kiosk.app.KioskApp.counters`) and
+The render loop reads the worker threads' meters once (:meth:`kiosk.app.kiosk_app.KioskApp.counters`) and
 every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
 the monitoring textfile (:func:`stats_dict`), the debug overlay (:func:`debug_lines`) and systemd's
 ``STATUS=`` (:func:`status_line`). So the four never disagree about one moment, and a rate is

@@ -3,15 +3,15 @@
 Public API::
 
     from kiosk.config import load_config
-    from kiosk.pipeline import SwapPipeline
+    from kiosk.processing.pipeline import SwapPipeline
     pipe = SwapPipeline.from_config(load_config("configs/demo.yaml"))
     pipe.set_source(face_bgr)      # NoFaceError if no face is found in the image
     faces = pipe.detect(frame_bgr) # list[kiosk.types.Face] in frame pixels
     out = pipe.process(frame_bgr)  # composited BGR frame, same shape as the input
 
 For the kiosk's inference thread, :func:`build_processor` returns a
-:class:`~kiosk.processing.Processor`: a :class:`SwapProcessor`, or a
-:class:`~kiosk.processing.PassThrough` whose notice says what is missing and the command that fixes it.
+:class:`~kiosk.processing.stage.Processor`: a :class:`SwapProcessor`, or a
+:class:`~kiosk.processing.stage.PassThrough` whose notice says what is missing and the command that fixes it.
 """
 
 from __future__ import annotations
@@ -44,12 +44,12 @@ from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
-from kiosk.processing import PassThrough, Processor
-from kiosk.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
+from kiosk.processing.stage import PassThrough, Processor
+from kiosk.processing.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
-    from kiosk.pipelined import PipelinedDetection
+    from kiosk.processing.pipelined import PipelinedDetection
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +216,7 @@ class TrackingOptions:
 class Detection:
     """One frame's faces to swap (detected, tracked, chosen by the policy) and what finding them
     cost: :meth:`SwapPipeline.find_faces`, handed to :meth:`SwapPipeline.process_into` by a
-    pipelined processor (:mod:`kiosk.pipelined`)."""
+    pipelined processor (:mod:`kiosk.processing.pipelined`)."""
 
     faces: list[Face]
     detect_ms: float = 0.0
@@ -353,7 +353,7 @@ class SwapPipeline:
         before alignment, and a face whose detection is missed stays swapped (held where it was)
         for ``hold_frames`` frames (and at most as long as that many frames take at 30 fps). Below
         10 processed frames a second every frame is searched whole and positions are not smoothed
-        across frames that far apart (see :class:`~kiosk.tracking.FaceTracker`)."""
+        across frames that far apart (see :class:`~kiosk.processing.tracking.FaceTracker`)."""
         self.tracking_options = options
         if options is None:
             self.tracker = None
@@ -800,7 +800,7 @@ def missing_models_notice(cfg: KioskConfig, include_enhancer: bool | None = None
 
 
 class SwapProcessor:
-    """The one :class:`~kiosk.processing.Processor` around :class:`SwapPipeline`: the booth, the
+    """The one :class:`~kiosk.processing.stage.Processor` around :class:`SwapPipeline`: the booth, the
     kiosk with a fixed ``processing.source_face`` and ``kiosk bench`` all run this class.
 
     Options: ``composite`` ``"cpu"`` pastes the crops into ``out.frame_bgr`` (``faces_pasted``
@@ -812,7 +812,7 @@ class SwapProcessor:
     each successful frame (the bench records its stage times there).
 
     Error policy: this class catches nothing. A model call that raises propagates to the
-    inference thread, whose ladder (:mod:`kiosk.runtime`) decides: skip that frame, rebuild the
+    inference thread, whose ladder (:mod:`kiosk.processing.thread`) decides: skip that frame, rebuild the
     stage, or keep the last working one.
     """
 
@@ -958,7 +958,7 @@ def build_processor(cfg: KioskConfig) -> Processor:
         return PassThrough(notice=f"source face: {exc}")
     except NoFaceError:
         return PassThrough(notice=f"no face found in {src_path} — use a clear frontal photo")
-    from kiosk.pipelined import open_pipelined  # it builds on this module
+    from kiosk.processing.pipelined import open_pipelined  # it builds on this module
 
     try:
         pipelined = open_pipelined(cfg, pipe)

@@ -8,7 +8,7 @@ from kiosk.booth.controls import ControlState
 from kiosk.booth.faces import FaceLibrary, ModelDigests
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ModelError
-from kiosk.pipeline import (
+from kiosk.processing.pipeline import (
     SwapPipeline,
     SwapProcessor,
     missing_models,
@@ -16,8 +16,8 @@ from kiosk.pipeline import (
     model_paths,
     stage_composite,
 )
-from kiosk.pipelined import open_pipelined
-from kiosk.processing import PassThrough, Processor, StageUnavailable
+from kiosk.processing.pipelined import open_pipelined
+from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -28,12 +28,12 @@ def booth_model_files(cfg: KioskConfig) -> tuple[str, ...]:
 
 
 def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: ControlState) -> Processor:
-    """The booth's processing stage: a :class:`~kiosk.pipeline.SwapProcessor` swapping the face staff
+    """The booth's processing stage: a :class:`~kiosk.processing.pipeline.SwapProcessor` swapping the face staff
     selected (``controls.selected_key``), refreshing the library every ``faces.rescan_s`` on the
     inference thread (the library's one writer; the first refresh is its first call).
 
     A pass-through when the config asks for none (processing off, no source faces).
-    :class:`~kiosk.processing.StageUnavailable` when a model file is missing or corrupt: the
+    :class:`~kiosk.processing.stage.StageUnavailable` when a model file is missing or corrupt: the
     inference thread keeps what it shows (the last working stage, else the notice) and retries
     when one of the model files changes or after its back-off."""
     if not cfg.processing.enabled:

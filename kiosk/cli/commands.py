@@ -56,7 +56,7 @@ def _load_or_report(path: str) -> KioskConfig | None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from kiosk.app import KioskApp, RunOptions
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
     from kiosk.signals import install_early
 
     signals = install_early()  # already done by kiosk.cli.main for `kiosk run`
@@ -124,7 +124,7 @@ def cmd_config_doc(args: argparse.Namespace) -> int:
 
 
 def cmd_config_init(args: argparse.Namespace) -> int:
-    from kiosk.config_init import write_config
+    from kiosk.cli.config_init import write_config
 
     preset = "demo" if args.demo else "booth"
     path = Path(args.file)

@@ -1,0 +1,1 @@
+"""The processing stage: the inference thread, the stage protocol, the swap pipeline, pipelining, tracking."""
