@@ -15,6 +15,7 @@ ACTIONS: tuple[str, ...] = (
     "toggle_enhance",
     "toggle_debug",
     "snapshot",
+    "keepsake",
     "quit",
 )
 
@@ -35,6 +36,8 @@ DEFAULT_KEYBOARD: dict[str, list[str]] = {
     "toggle_enhance": ["E"],
     "toggle_debug": ["D", "F1"],
     "snapshot": ["F12"],
+    # The visitor's own button: a photo to take home (keepsake.enabled; nothing happens when off).
+    "keepsake": ["ENTER", "KP_ENTER"],
     "quit": ["ESCAPE", "CTRL+SHIFT+Q"],
 }
 
@@ -45,4 +48,5 @@ DEFAULT_GAMEPAD: dict[str, list[str]] = {
     "toggle_enhance": ["X"],
     "toggle_debug": ["BACK"],
     "snapshot": ["Y"],
+    "keepsake": ["START"],
 }

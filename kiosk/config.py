@@ -236,6 +236,12 @@ class ProcessingConfig(_Section):
         "all",
         description="Faces swapped: all (up to max_faces), the largest one, or the one nearest the centre.",
     )
+    assign: Literal["selected", "per_visitor"] = Field(
+        "selected",
+        description="selected: every face gets the face staff selected; per_visitor: each visitor gets "
+        "their own face from the library in the order they appear (the selected one first, kept while "
+        "they are tracked; next/prev shift everyone's face by one). Follows visitors best with tracking.",
+    )
     color_correction: Literal["none", "mean_std"] = Field(
         "none",
         description="Match the swapped face's colour to the visitor's: mean_std moves each BGR channel's "

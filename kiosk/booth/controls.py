@@ -59,10 +59,13 @@ class ControlState:
         snapshots_enabled: bool,
         keys: Sequence[str] = (),
         now: float | None = None,
+        keepsakes_enabled: bool = False,
     ) -> bool:
         """Apply one action; returns False when it was refused (e.g. quit in booth mode). Face
         actions are resolved against ``keys``, the keys of the library snapshot they apply to;
-        ``now`` (monotonic seconds) stamps a face switch."""
+        ``now`` (monotonic seconds) stamps a face switch. ``keepsake`` changes nothing here: the
+        render loop's keepsake flow (:mod:`kiosk.keepsake.flow`) takes it from the applied
+        actions; refused when ``keepsakes_enabled`` is False (``keepsake.enabled``)."""
         if action in ("next_face", "prev_face"):
             i = self.selected_index(keys)
             if i is None:
@@ -86,6 +89,9 @@ class ControlState:
             if not snapshots_enabled:
                 return False
             self.snapshot_requested = True
+        elif action == "keepsake":
+            if not keepsakes_enabled:
+                return False
         elif action == "quit":
             if not allow_quit:
                 log.info("quit refused: quitting is disabled in booth mode (controls.allow_quit)")

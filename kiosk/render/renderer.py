@@ -23,12 +23,14 @@ import numpy as np
 from kiosk.render.booth_layer import BoothLayer
 from kiosk.render.booth_ui import BoothView, FaceThumb
 from kiosk.render.composite import FaceCrops
+from kiosk.render.keepsake_layer import KeepsakeLayer
+from kiosk.render.keepsake_ui import KeepsakeView
 from kiosk.render.options import DisplayOptions
 from kiosk.render.overlay import OverlayState, TextOverlay
 from kiosk.render.shaders import load_program, uniform
 from kiosk.types import FrameBGR, SwappedFace
 
-__all__ = ["BoothView", "FaceThumb", "OverlayState", "Renderer"]
+__all__ = ["BoothView", "FaceThumb", "KeepsakeView", "OverlayState", "Renderer"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,8 @@ class Renderer:
         self._crops = FaceCrops(ctx, self._frame_program)
         self._overlay = TextOverlay(ctx, self._corners, display.text_scale)
         self._booth = BoothLayer(ctx, self._corners, self._overlay.atlas, display.text_scale)
+        self._text_scale = display.text_scale
+        self._keepsake: KeepsakeLayer | None = None  # built with the first keepsake drawn
         self._empty_overlay = OverlayState()
         #: How many frame textures were created (a new one only when the frame size changes).
         self.frame_textures_created = 0
@@ -74,6 +78,11 @@ class Renderer:
     def booth(self) -> BoothLayer:
         """The booth UI layer (counters for tests and stats)."""
         return self._booth
+
+    @property
+    def keepsake(self) -> KeepsakeLayer | None:
+        """The keepsake layer (None until a keepsake was first drawn)."""
+        return self._keepsake
 
     @property
     def face_crops(self) -> FaceCrops:
@@ -118,12 +127,15 @@ class Renderer:
         overlay: OverlayState | None = None,
         booth: BoothView | None = None,
         now: float | None = None,
+        keepsake: KeepsakeView | None = None,
     ) -> None:
-        """Clear, draw the frame (or black), the booth UI and the overlay into the bound framebuffer.
+        """Clear, draw the frame (or black), the booth UI, the keepsake flow and the overlay into
+        the bound framebuffer.
 
         ``booth``: carousel, banner, attract screen and badge (None: none of them); its warnings
         join the debug block when the overlay has debug lines. ``now``: time.monotonic() for the
-        booth's animations (default: the clock now).
+        booth's animations (default: the clock now). ``keepsake``: the countdown, consent prompt
+        or QR code of :mod:`kiosk.keepsake.flow` (None or idle: nothing).
         """
         w, h = int(fb_size[0]), int(fb_size[1])
         if w <= 0 or h <= 0:  # minimised window
@@ -152,6 +164,10 @@ class Renderer:
             )
             if booth.warnings and overlay.debug_lines and not overlay.warnings:
                 overlay = dataclasses.replace(overlay, warnings=list(booth.warnings))
+        if keepsake is not None and keepsake.active:
+            if self._keepsake is None:
+                self._keepsake = KeepsakeLayer(ctx, self._corners, self._overlay.atlas, self._text_scale)
+            self._keepsake.draw(keepsake, logical, self._quarter_turns)
         self._overlay.draw(overlay, logical, self._quarter_turns, top_inset=insets[0], bottom_inset=insets[1])
 
     def release(self) -> None:
@@ -159,6 +175,9 @@ class Renderer:
         self.clear_frame()
         self._crops.release()
         self._booth.release()
+        if self._keepsake is not None:
+            self._keepsake.release()
+            self._keepsake = None
         self._overlay.release()
         self._frame_vao.release()
         self._frame_program.release()
