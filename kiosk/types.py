@@ -74,3 +74,6 @@ class SwapResult:
     faces_detected: int = -1
     #: Short human message from the processing stage (e.g. "models missing: run kiosk models fetch").
     notice: str = ""
+    #: The face library key each of ``faces`` was swapped with (the carousel marks the faces on
+    #: screen; ``processing.assign: per_visitor`` gives each visitor their own).
+    face_keys: list[str] = field(default_factory=list)

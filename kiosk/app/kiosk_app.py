@@ -18,6 +18,7 @@ frozen view it returns. This module keeps the wiring, start/stop and supervision
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import threading
@@ -55,6 +56,9 @@ from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 
 if TYPE_CHECKING:
+    from kiosk.keepsake.flow import KeepsakeFlow, Saved
+    from kiosk.keepsake.service import KeepsakeService
+    from kiosk.keepsake.still import Picture
     from kiosk.render.shots import ShotWriter
 
 log = logging.getLogger(__name__)
@@ -176,6 +180,13 @@ class KioskApp:
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
         self.snapshots_written = 0
+        #: Store, server and printer of keepsakes (keepsake.enabled), and the on-screen flow (while
+        #: the server runs), while run() runs.
+        self.keepsakes: KeepsakeService | None = None
+        self.keepsake_flow: KeepsakeFlow | None = None
+        self._keepsake_view: Any = None  # the last frame's KeepsakeView (None: idle)
+        self._on_screen: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded, for a keepsake
+        self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
         self._shots: ShotWriter | None = None  # started with the first screenshot or snapshot
         self._custom_source = source_factory is not None
         self._custom_processor = processor_factory is not None
@@ -489,7 +500,13 @@ class KioskApp:
         """The stats JSON document from ``counters`` (a fresh snapshot if None)."""
         if counters is not None and not counters.detailed:
             raise ValueError("stats need a detailed counters snapshot (latency percentiles)")
-        return stats_dict(counters if counters is not None else self.counters())
+        out = stats_dict(counters if counters is not None else self.counters())
+        if self.keepsakes is not None:
+            out["keepsake"] = {
+                **self.keepsakes.metrics(),
+                **(self.keepsake_flow.stats() if self.keepsake_flow is not None else {}),
+            }
+        return out
 
     def write_stats(self, counters: Counters | None = None) -> None:
         if self.opts.stats_json is None:
@@ -544,6 +561,14 @@ class KioskApp:
         # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
         # (keys that rebuild nothing), so it follows every change, before the plan is looked at.
         self.session.cfg = new
+        if self.keepsakes is not None:  # timings, limits, event name, print command: at once
+            self.keepsakes.apply(new.keepsake)
+        if self.keepsake_flow is not None:
+            from kiosk.keepsake.flow import FlowOptions
+
+            # keepsake.enabled applies at the next start: the server runs until then
+            self.keepsake_flow.options = dataclasses.replace(FlowOptions.of(new.keepsake), enabled=True)
+            self.session.keepsake_options = self.keepsake_flow.options
         plan = plan_reload(old, new)
         if not plan:
             return plan
@@ -681,7 +706,65 @@ class KioskApp:
         if frame is None:
             return None
         renderer.set_frame(frame.frame_bgr, frame.faces)
+        self._on_screen = (frame.frame_bgr, frame.faces)
         return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
+
+    # -- keepsakes -----------------------------------------------------------------------------
+    def _open_keepsakes(self) -> None:
+        """Store, server and printer when ``keepsake.enabled``, and the on-screen flow once the
+        server runs; one that cannot start (port taken, bad certificate) leaves the booth running
+        without keepsakes, its staff line says why."""
+        from kiosk.keepsake.service import open_keepsakes
+
+        self.keepsakes = open_keepsakes(self.cfg)
+        if self.keepsakes is None or not self.keepsakes.available:
+            return
+        from kiosk.keepsake.flow import FlowOptions, KeepsakeFlow
+
+        self.keepsake_flow = KeepsakeFlow(FlowOptions.of(self.cfg.keepsake), self._keep)
+        self.session.keepsake_options = self.keepsake_flow.options
+
+    def _keep(self, jpeg: bytes) -> Saved:
+        """Store a kept photo (the flow's worker thread): the address its QR code encodes."""
+        from kiosk.keepsake.flow import Saved
+
+        assert self.keepsakes is not None
+        kept = self.keepsakes.keep(jpeg)
+        return Saved(kept.url, kept.record.expires)
+
+    def _staff_problem(self) -> str:
+        """The staff line of the frame: a config problem, else why keepsakes are off or not printing."""
+        if self._config_problem or self.keepsakes is None:
+            return self._config_problem
+        return self.keepsakes.staff_line()
+
+    def _step_keepsake(self, actions: tuple[str, ...], mono: float) -> None:
+        """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
+        flow = self.keepsake_flow
+        if flow is None:
+            return
+        for _ in range(actions.count("keepsake")):
+            flow.press(mono)
+        kv = flow.step(self._copy_picture, mono)
+        self._keepsake_view = kv if kv.active else None
+        if kv.still_bgr is not None and self._still_shown != (kv.still_serial, self.renderer):
+            self.renderer.set_frame(kv.still_bgr)  # the stored pixels, at the camera's resolution
+            self._still_shown = (kv.still_serial, self.renderer)
+
+    def _copy_picture(self) -> Picture | None:
+        """A copy of the picture on screen (the frame and its GPU-composited crops) for a keepsake."""
+        if self._on_screen is None:
+            return None
+        from kiosk.keepsake.still import Picture
+
+        return Picture.copy_of(*self._on_screen)
+
+    def _with_keepsake(self, booth: Any) -> tuple[Any, Any]:
+        """The booth view (no carousel or attract screen over a keepsake) and the keepsake view."""
+        kv = self._keepsake_view
+        if kv is None:
+            return booth, None
+        return dataclasses.replace(booth, show_carousel=False, attract=False), kv
 
     # -- the render loop ---------------------------------------------------------------------
     def _open_display(self) -> tuple[Any, Any]:
@@ -743,6 +826,7 @@ class KioskApp:
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
+        self._open_keepsakes()
         self._start_workers()
         o = self.loop_options
         self._schedule = _Schedule(
@@ -755,7 +839,8 @@ class KioskApp:
                 size = self.surface.begin_frame()
                 mono = time.monotonic()
                 final = self.session.view(mono, self._config_problem)
-                self.renderer.draw(size, self._overlay, booth=final.booth, now=mono)
+                booth, keepsake = self._with_keepsake(final.booth)
+                self.renderer.draw(size, self._overlay, booth=booth, now=mono, keepsake=keepsake)
                 self._write_screenshot(self.surface)
         finally:
             notifier.stopping()
@@ -766,6 +851,12 @@ class KioskApp:
                 self.monitor.close(self.stats())  # up 0
                 self.monitor = None
             notifier.close()
+            if self.keepsake_flow is not None:
+                self.keepsake_flow.close()
+                self.keepsake_flow = None
+            if self.keepsakes is not None:
+                self.keepsakes.close()  # the photos go, unless keepsake.keep_on_disk
+                self.keepsakes = None
             self.renderer.release()
             self.surface.close()
             self.inference.release()  # the models' sessions, after the last stats
@@ -781,17 +872,21 @@ class KioskApp:
             self._reopen_display()
         self._reopen_due()
         result = self.result_buf.read()
+        frozen = self._keepsake_view is not None and self._keepsake_view.freeze  # a keepsake's still
         if result is not None:
-            if not self.loop_options.live:
-                self.renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
+            if not self.loop_options.live and not frozen:
+                faces = None if result.faces_pasted else result.faces
+                self.renderer.set_frame(result.frame_bgr, faces)
+                self._on_screen = (result.frame_bgr, faces)
             self._last_notice = result.notice
             self._t_last_result = self._clock()
-        shown = self._picture(self.renderer, result)
+        shown = None if frozen else self._picture(self.renderer, result)
         # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
         mono = time.monotonic()
-        view = self.session.step(self.surface.poll_events(), result, mono, self._config_problem)
+        view = self.session.step(self.surface.poll_events(), result, mono, self._staff_problem())
         if view.quit_requested:
             self.stop.set()
+        self._step_keepsake(view.actions, mono)
         booth = view.booth
         # --
         if self.surface.should_close():
@@ -816,7 +911,8 @@ class KioskApp:
         """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
         surface = self.surface
         size = surface.begin_frame()
-        self.renderer.draw(size, overlay, booth=booth, now=mono)
+        booth, keepsake = self._with_keepsake(booth)
+        self.renderer.draw(size, overlay, booth=booth, now=mono, keepsake=keepsake)
         if self.controls.snapshot_requested:
             self._take_snapshot(surface)
         every = self.loop_options.screenshot_every_s

@@ -49,7 +49,7 @@ RELOAD_TABLE: dict[str, frozenset[Part]] = {
     **_rows("display", "live_max_age_s live_track_px", C),
     **_rows("processing", "enabled det_size det_threshold max_faces enhance_blend swap_resolution", S),
     **_rows("processing", "tracking detect_every roi_det_size smoothing_min_cutoff smoothing_beta", S),
-    **_rows("processing", "hold_frames face_policy color_correction color_strength pipelined", S),
+    **_rows("processing", "hold_frames face_policy color_correction color_strength pipelined assign", S),
     **_rows("processing", "rebuild_after_errors load_stall_s", S),
     **_rows("processing", "stall_s", S, P),  # the stage's hang bound and the watchdog's gate
     **_rows("processing", "recovery_s", P),

@@ -23,13 +23,15 @@ from typing import Protocol
 
 from kiosk.booth.controls import ControlState, GamepadInput, KeyboardInput
 from kiosk.booth.faces import LibrarySnapshot
-from kiosk.config import KioskConfig
+from kiosk.config import KioskConfig, UiConfig
+from kiosk.keepsake.flow import FlowOptions, disclosure_banner
 from kiosk.render.booth_ui import BoothView, FaceThumb
 from kiosk.types import SwapResult
 
 log = logging.getLogger(__name__)
 
 _FACE_ACTIONS = ("next_face", "prev_face")
+_DEFAULT_BANNER: str = UiConfig.model_fields["banner"].default
 
 
 class FaceSnapshots(Protocol):
@@ -89,6 +91,10 @@ class BoothSession:
         self._detection_known = False
         self._faces: LibrarySnapshot | None = None  # the snapshot the thumbnails were made from
         self._thumbs: tuple[FaceThumb, ...] = ()
+        #: The keepsake flow's options while keepsakes run (the app sets them once the server is
+        #: up): the keepsake action is applied and the disclosure banner says how long photos live.
+        self.keepsake_options: FlowOptions | None = None
+        self._face_keys: tuple[str, ...] = ()  # the library keys the newest result swapped in
 
     # -- one frame -------------------------------------------------------------------------------
     def step(
@@ -120,6 +126,15 @@ class BoothSession:
         combos = {k.upper() for k in self.cfg.controls.keyboard.get("quit", []) if "+" in k}
         return key.upper() in combos
 
+    @property
+    def banner(self) -> str:
+        """The disclosure banner: ``ui.banner``; its default text, with keepsakes running, says what
+        is kept and for how long instead of "Nothing is recorded"."""
+        banner = self.cfg.ui.banner
+        if self.keepsake_options is None:
+            return banner
+        return disclosure_banner(banner, _DEFAULT_BANNER, self.keepsake_options)
+
     # -- parts of a frame ------------------------------------------------------------------------
     def _sync(self, faces: LibrarySnapshot) -> LibrarySnapshot:
         """Adopt a new library snapshot: the selection stays on the same face; when that face is
@@ -148,6 +163,7 @@ class BoothSession:
                 snapshots_enabled=self.cfg.snapshots.enabled,
                 keys=face_keys,
                 now=now if _is_face_action(action) else None,
+                keepsakes_enabled=self.keepsake_options is not None,
             ):
                 log.info("action %s", action)
                 applied.append(action)
@@ -155,6 +171,7 @@ class BoothSession:
 
     def _update_attract(self, result: SwapResult | None, now: float) -> None:
         if result is not None:
+            self._face_keys = tuple(result.face_keys)
             self._detection_known = result.faces_detected >= 0
             if result.faces_detected > 0:
                 self.t_last_face = now
@@ -163,6 +180,17 @@ class BoothSession:
         if attract != self.attract:
             log.info("attract mode %s", "on" if attract else "off")
             self.attract = attract
+
+    def _on_screen(self, faces: LibrarySnapshot) -> dict[int, int]:
+        """per_visitor: how many faces on screen wear each library face, by carousel index."""
+        if self.cfg.processing.assign != "per_visitor" or not self.controls.swap_enabled:
+            return {}
+        out: dict[int, int] = {}
+        for key in self._face_keys:
+            i = faces.index_of(key)
+            if i is not None:
+                out[i] = out.get(i, 0) + 1
+        return out
 
     def _view(
         self, faces: LibrarySnapshot, now: float, config_problem: str, actions: tuple[str, ...]
@@ -178,13 +206,14 @@ class BoothSession:
             selected=index or 0,
             t_switched=c.t_switched,
             show_carousel=ui.carousel and not self.attract,
-            banner=ui.banner,
+            banner=self.banner,
             attract=self.attract,
             attract_title=ui.attract_title,
             attract_lines=tuple(ui.attract_lines),
             attract_index=int(now / ui.attract_cycle_s) % n if n else 0,
             swap_enabled=c.swap_enabled,
             warnings=(config_problem, *faces.problems) if config_problem else faces.problems,
+            on_screen=self._on_screen(faces),
         )
         return SessionView(
             booth=booth,

@@ -284,6 +284,22 @@ class KeepsakeFlow:
             return KeepsakeView(phase.value, message=self._message, freeze=still is not None)
         return KeepsakeView(phase.value, **base)  # type: ignore[arg-type]  # CAPTURE, SAVING
 
+    def stats(self) -> dict[str, Any]:
+        """The flow's figures for the stats JSON (``keepsake`` section)."""
+        c = self.counts
+        lat = sorted(c.latencies_ms)
+        return {
+            "phase": self.phase.value,
+            "started": c.started,
+            "cancelled": c.cancelled,
+            "declined": c.declined,
+            "shown": c.taken,
+            "failed": c.failed,
+            "latency_ms_last": round(c.latency_ms, 1) if c.taken else None,
+            "latency_ms_p50": round(lat[len(lat) // 2], 1) if lat else None,
+            "capture_to_qr_ms_last": round(c.capture_to_qr_ms, 1) if c.taken else None,
+        }
+
     @property
     def busy(self) -> bool:
         """Anything but IDLE."""

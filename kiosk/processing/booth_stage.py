@@ -68,6 +68,7 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
         # never looks like a hung model call to the stall supervisor.
         scan_budget_s=min(1.0, cfg.processing.stall_s / 4),
         model_digest=digest,
+        assign=cfg.processing.assign,
     )
     # No refresh here (this runs on the loader thread): the library has one writer, the inference
     # thread, whose first call of the processor loads the faces.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,11 +44,13 @@ from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
+from kiosk.processing.assign import VisitorFaces
 from kiosk.processing.stage import PassThrough, Processor
 from kiosk.processing.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
+    from kiosk.booth.faces import FaceEntry, LibrarySnapshot
     from kiosk.processing.pipelined import PipelinedDetection
 
 log = logging.getLogger(__name__)
@@ -223,6 +225,8 @@ class Detection:
     track_ms: float = 0.0
     session_ms: float = 0.0
     full_detection: bool = True
+    #: Each face's track id (None without tracking): colour correction and per-visitor faces follow it.
+    ids: tuple[int | None, ...] = ()
 
 
 #: Crop buffers per face in flight: a returned crop stays valid for this many calls minus one
@@ -275,6 +279,14 @@ class SwapPipeline:
         #: Occlusion masks come from this parser when ``mask.occlusion`` is on (None: no occlusion).
         self.face_parser: OcclusionParser | None = face_parser
         self._face_ids: list[int | None] = []
+        #: ``processing.assign: per_visitor``: called per frame with the faces' track ids and the
+        #: faces, returns each face's (source latent, library key); None: every face gets the
+        #: source set by :meth:`set_source` / :meth:`use_latent`.
+        self.assign_sources: (
+            Callable[[Sequence[int | None], Sequence[Face]], Sequence[tuple[NDArray[np.float32], str]]] | None
+        ) = None
+        #: The library key each face of the last :meth:`process_into` was swapped with.
+        self.face_keys: list[str] = []
         self._occlusion_scratch: dict[int, NDArray[np.float32]] = {}
         self.tracker: FaceTracker | None = None
         self.tracking_options: TrackingOptions | None = None
@@ -552,6 +564,8 @@ class SwapPipeline:
             faces = detected.faces
             times.detect_ms, times.track_ms = detected.detect_ms, detected.track_ms
             times.full_detection = detected.full_detection
+            ids = list(detected.ids)
+            self._face_ids = ids if len(ids) == len(faces) else [None] * len(faces)
         if paste:
             assert out_bgr is not None
             np.copyto(out_bgr, frame_bgr)
@@ -562,20 +576,25 @@ class SwapPipeline:
             spare += [sf.alpha for sf in reuse if sf.alpha is not None and sf.alpha.flags.writeable]
         use_occlusion = self.masks.options.occlusion and self.face_parser is not None
         per_face_alpha = self.masks.needs_buffer(use_occlusion)
+        sources = self.assign_sources(self._face_ids, faces) if self.assign_sources is not None else None
+        self.face_keys = (
+            [key for _, key in sources] if sources is not None else [self._source_key or ""] * len(faces)
+        )
         result: list[SwappedFace] = []
         for i, face in enumerate(faces):
             a = time.perf_counter()
+            latent = sources[i][0] if sources is not None else self._latent
             res = self.swap_resolution
             if res == self.swapper.size_px:
                 affine = self.swapper.align(frame_bgr, face.kps)
                 b = time.perf_counter()
                 crop = self.swapper.to_bgr(
-                    self.swapper.infer(self._latent), self._crop_buffer(i, (res, res, 3), spare)
+                    self.swapper.infer(latent), self._crop_buffer(i, (res, res, 3), spare)
                 )
             else:
                 affine = self.swapper.align_tiles(frame_bgr, face.kps, res)
                 b = time.perf_counter()
-                crop = self.swapper.infer_tiles(self._latent, self._crop_buffer(i, (res, res, 3), spare))
+                crop = self.swapper.infer_tiles(latent, self._crop_buffer(i, (res, res, 3), spare))
             c = time.perf_counter()
             size = crop.shape[0]
             occlusion = None
@@ -668,6 +687,7 @@ class SwapPipeline:
             track_ms=times.track_ms,
             session_ms=self._detector_run_ms() - before,
             full_detection=times.full_detection,
+            ids=tuple(self._face_ids),
         )
 
     def _detector_run_ms(self) -> float:
@@ -830,8 +850,12 @@ class SwapProcessor:
         on_frame: Callable[[SwapPipeline], None] | None = None,
         name: str = "",
         pipelined: PipelinedDetection | None = None,
+        assign: str = "selected",
     ) -> None:
         self.pipe = pipe
+        #: ``processing.assign``: "per_visitor" gives each tracked visitor their own library face.
+        self.assign = assign
+        self._visitors = VisitorFaces()
         self.pipelined = pipelined
         label, fallback_notice = stage_label(pipe)
         self.name = name or label
@@ -901,9 +925,29 @@ class SwapProcessor:
         entry = faces.entry(key) or faces.entries[0]
         if self.pipe.source_key != entry.key:
             self.pipe.use_latent(entry.latent, entry.key)
+        self.pipe.assign_sources = (
+            self._visitor_sources(faces, entry) if self.assign == "per_visitor" else None
+        )
         if self.controls is not None:
             self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
         return True
+
+    def _visitor_sources(
+        self, faces: LibrarySnapshot, selected: FaceEntry
+    ) -> Callable[[Sequence[int | None], Sequence[Face]], list[tuple[NDArray[np.float32], str]]]:
+        """per_visitor: each visitor's (latent, key), counted from the selected face in ``faces``."""
+        entries = faces.entries
+        base = faces.index_of(selected.key) or 0
+
+        def sources(
+            ids: Sequence[int | None], found: Sequence[Face]
+        ) -> list[tuple[NDArray[np.float32], str]]:
+            picks = [
+                entries[(base + o) % len(entries)] for o in self._visitors.offsets(ids, found, len(entries))
+            ]
+            return [(e.latent, e.key) for e in picks]
+
+        return sources
 
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         if not self._select():
@@ -920,6 +964,7 @@ class SwapProcessor:
             faces = self.pipe.process_into(frame_bgr, None, paste=False, reuse=out.faces, detected=detected)
             np.copyto(out.frame_bgr, frame_bgr)
         out.faces[:] = faces
+        out.face_keys[:] = self.pipe.face_keys
         out.faces_pasted = self.paste
         out.faces_detected = self.pipe.times.faces
         out.notice = self.notice

@@ -36,6 +36,7 @@ class PassThrough:
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         np.copyto(out.frame_bgr, frame_bgr)
         out.faces.clear()
+        out.face_keys.clear()
         out.faces_detected = -1
         out.notice = self.notice
 

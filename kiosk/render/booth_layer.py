@@ -307,6 +307,7 @@ class BoothLayer:
             view.attract_index % n if n else 0,
             view.swap_enabled,
             status_shown,
+            tuple(sorted(view.on_screen.items())),
         )
         if key != self._key:
             frame = self._layout(view, logical_size, position, fade, status_shown)
@@ -459,7 +460,7 @@ class BoothLayer:
         )
         tiles = carousel_tiles(len(view.faces), position, width, cm)
         for tile in sorted(tiles, key=lambda t: t.emphasis):
-            self._tile(frame, tile, row_cy)
+            self._tile(frame, tile, row_cy, view.on_screen.get(tile.index, 0))
         for tile in tiles:
             label_alpha = tile.alpha * min(1.0, max(0.0, (tile.emphasis - 0.35) / 0.65))
             if label_alpha <= 0.01:
@@ -480,7 +481,8 @@ class BoothLayer:
             )
         return top
 
-    def _tile(self, frame: _Frame, tile: Tile, cy: float) -> None:
+    def _tile(self, frame: _Frame, tile: Tile, cy: float, wearers: int = 0) -> None:
+        """One thumbnail; ``wearers``: visitors on screen with this face (a dot each, at most 4)."""
         s, e, a = tile.size, tile.emphasis, tile.alpha
         half = s / 2
         rect = (tile.cx - half, cy - half, tile.cx + half, cy + half)
@@ -493,7 +495,16 @@ class BoothLayer:
             frame.shapes.append(
                 ui_quad(rect, _alpha(ACCENT, 0.45 * e * a), radius=radius + glow / 2, soft=glow)
             )
-        dim = 0.5 + 0.5 * e
+        dim = 1.0 if wearers else 0.5 + 0.5 * e
+        if wearers:  # per_visitor: one dot per visitor wearing this face, above the tile
+            r = max(3.0, s * 0.05)
+            pitch = r * 2.8
+            shown = min(wearers, 4)
+            x0 = tile.cx - (shown - 1) * pitch / 2
+            y = cy - half - r * 2.2
+            for k in range(shown):
+                x = x0 + k * pitch
+                frame.shapes.append(ui_quad((x - r, y - r, x + r, y + r), _alpha(ACCENT, a), radius=r))
         border = max(1.5, s * 0.022) + (max(3.0, s * 0.045) - max(1.5, s * 0.022)) * e
         frame.shapes.append(
             ui_quad(

@@ -21,8 +21,8 @@ position, and tile places, sizes and emphasis all follow from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -72,6 +72,9 @@ class BoothView:
     swap_enabled: bool = True
     #: Staff view: face library problems, config errors; drawn in the debug block when it is on.
     warnings: Sequence[str] = ()
+    #: How many visitors wear each face now, by face index (``processing.assign: per_visitor``):
+    #: those tiles are not dimmed and carry one dot per visitor. Empty: only the selection shows.
+    on_screen: Mapping[int, int] = field(default_factory=dict)
 
 
 # -- time ------------------------------------------------------------------------------------------
