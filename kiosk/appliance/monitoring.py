@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kiosk import __version__
+from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -217,23 +216,6 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
     return "\n".join(t.lines) + "\n"
 
 
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``text`` so a reader sees the old or the new file, never a part.
-
-    The temporary file is in the same folder (a rename across file systems is not atomic) and its
-    name does not end in ``.prom``, so node_exporter never picks it up."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode)  # mkstemp makes it 0600; node_exporter runs as another user
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 class TextfileMonitor:
     """Keeps ``path`` up to date with the figures the render loop submits, from a writer thread."""
 
@@ -290,7 +272,8 @@ class TextfileMonitor:
     def write(self, stats: Mapping[str, Any], up: bool, now_unix: float) -> bool:
         """Render and write one snapshot; never raises. Returns whether the file was written."""
         try:
-            write_atomic(self.path, render_metrics(stats, up, now_unix))
+            # 0644 (the default): node_exporter is another user; the collector's folder is not ours
+            atomic_write(self.path, render_metrics(stats, up, now_unix), make_folder=False)
         except Exception as exc:
             self.failures += 1
             if not self._failing:

@@ -24,7 +24,6 @@ from kiosk.appliance.doctor.core import (
     Report,
     Severity,
     check_config,
-    first_line,
 )
 from kiosk.appliance.doctor.display import check_display
 from kiosk.appliance.doctor.gpu import check_providers
@@ -32,6 +31,7 @@ from kiosk.appliance.doctor.models import check_faces_dir, check_models, check_s
 from kiosk.appliance.doctor.packages import check_packages
 from kiosk.appliance.doctor.storage import check_cache, check_disk
 from kiosk.config import ConfigError, KioskConfig, load_config
+from kiosk.util.errors import one_line
 
 __all__ = [
     "CHECKS",
@@ -94,7 +94,7 @@ def run_checks(ctx: DoctorContext, checks: Iterable[tuple[str, Check]] = CHECKS)
                 CheckResult(
                     name,
                     False,
-                    f"the check itself failed: {type(exc).__name__}: {first_line(exc)}",
+                    f"the check itself failed: {type(exc).__name__}: {one_line(exc)}",
                     "report this with the output of `kiosk doctor --json`",
                 )
             )
