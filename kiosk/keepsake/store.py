@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from kiosk.booth.faces import atomic_write
+from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ class KeepsakeStore:
         token = new_token()
         path = self.folder / f"{token}{_FILE_SUFFIX}"
         try:
-            atomic_write(path, jpeg)  # mkstemp: mode 0600
+            atomic_write(path, jpeg, mode=0o600, make_folder=False)
         except OSError as exc:
             raise KeepsakeError(f"keepsake: cannot write {self.folder}: {exc.strerror or exc}") from None
         now = self._clock()
