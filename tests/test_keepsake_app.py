@@ -99,7 +99,10 @@ keepsake: {{enabled: {str(enabled).lower()}, listen: "127.0.0.1:{port}"}}
             while time.monotonic() < deadline:
                 fams = _families(prom.read_text())
                 refused = fams.get("faceswap_kiosk_keepsake_refused_requests")
-                if refused and next(iter(refused.values())) >= 2:
+                if (
+                    refused
+                    and refused[("faceswap_kiosk_keepsake_refused_requests_total", (("how", "answer"),))] >= 2
+                ):
                     break
                 time.sleep(0.3)
         else:
@@ -122,18 +125,30 @@ keepsake: {{enabled: {str(enabled).lower()}, listen: "127.0.0.1:{port}"}}
     assert "Traceback" not in err
 
 
-def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(tmp_path: Path) -> None:
+def _until(fn, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not fn():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.parametrize("separate_process", [True, False])
+def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
+    tmp_path: Path, separate_process: bool
+) -> None:
     port = _port()
     cfg = parse_config(f'keepsake: {{enabled: true, listen: "127.0.0.1:{port}", ttl_s: 600}}\n')
-    svc = KeepsakeService(cfg.keepsake, tmp_path / "k").start()
+    svc = KeepsakeService(cfg.keepsake, tmp_path / "k", separate_process=separate_process).start()
     try:
         assert svc.available and svc.staff_line() == ""
         kept = svc.keep(JPEG)
         assert kept.url == f"http://127.0.0.1:{port}/p/{kept.record.token}"
-        assert _status(port, f"/p/{kept.record.token}.jpg") == 200
+        assert _until(lambda: _status(port, f"/p/{kept.record.token}.jpg") == 200)
         assert _status(port, "/p/../x") == 404
-        m = svc.metrics()
-        assert (m["taken"], m["downloaded"], m["refused"], m["stored"]) == (1, 1, 1, 1)
+        want = {"taken": 1, "downloaded": 1, "refused": 1, "stored": 1}
+        assert _until(lambda: {k: svc.metrics()[k] for k in want} == want), svc.metrics()
         svc.apply(cfg.keepsake.model_copy(update={"max_photos": 1}))
         second = svc.keep(JPEG)
         assert svc.store.lookup(kept.record.token).found is Found.GONE  # the new limit at once
@@ -188,13 +203,12 @@ def test_the_prometheus_file_counts_keepsakes() -> None:
     assert "keepsake" not in render_metrics(stats, up=True, now_unix=1.0)
     stats["keepsakes"] = {
         "taken": 5, "stored": 3, "page_views": 9, "downloaded": 4, "printed": 2, "print_failed": 1,
-        "expired": 1, "evicted": 1, "refused": 7,
+        "expired": 1, "evicted": 1, "refused": 7, "connections_refused": 2,
     }  # fmt: skip
     fams = _families(render_metrics(stats, up=True, now_unix=1.0))
     total = fams["faceswap_kiosk_keepsakes"]
     got = {dict(labels)["event"]: v for (_, labels), v in total.items()}
     assert got == {"taken": 5, "downloaded": 4, "printed": 2, "print_failed": 1, "expired": 1, "evicted": 1}
-    assert fams["faceswap_kiosk_keepsake_refused_requests"] == {
-        ("faceswap_kiosk_keepsake_refused_requests_total", ()): 7
-    }
+    refused = fams["faceswap_kiosk_keepsake_refused_requests"]
+    assert {dict(labels)["how"]: v for (_, labels), v in refused.items()} == {"answer": 7, "connection": 2}
     assert fams["faceswap_kiosk_keepsakes_stored"] == {("faceswap_kiosk_keepsakes_stored", ()): 3}

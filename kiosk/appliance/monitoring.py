@@ -225,11 +225,15 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
             "print_failed, expired (deleted after keepsake.ttl_s), evicted (deleted early for max_photos/max_mb).",
             [("", {"event": k}, keepsakes[k]) for k in _KEEPSAKE_EVENTS],
         )
-        t.one(
+        t.family(
             "keepsake_refused_requests_total",
             "counter",
-            "Requests to the keepsake web server answered with an error (404, 405, 410, 413, 429, 400).",
-            keepsakes["refused"],
+            "Requests to the keepsake web server refused: answered with an error (404, 405, 410, 413, "
+            "429, 400), or their connection closed over the connection caps.",
+            [
+                ("", {"how": "answer"}, keepsakes["refused"]),
+                ("", {"how": "connection"}, keepsakes.get("connections_refused", 0)),
+            ],
         )
         t.one("keepsakes_stored", "gauge", "Keepsake photos kept right now.", keepsakes["stored"])
     return "\n".join(t.lines) + "\n"

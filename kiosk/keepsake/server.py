@@ -35,13 +35,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web, web_protocol
 from aiohttp.web_request import BaseRequest
 
 from kiosk.config import KeepsakeConfig
-from kiosk.keepsake.store import Found, KeepsakeError, KeepsakeStore
+from kiosk.keepsake.store import Found, KeepsakeError, Lookup
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,9 @@ MAX_CONNECTIONS = 128
 MAX_CONNECTIONS_PER_CLIENT = 16
 MAX_CONNECTION_AGE_S = 30.0
 KEEPALIVE_S = 5.0
+#: Connections the kernel queues for accept(); beyond, a burst's SYNs wait in the phone's retry,
+#: costing the kiosk nothing.
+BACKLOG = 64
 #: How often the store is swept (photos past their time-to-live deleted even when nobody asks).
 SWEEP_EVERY_S = 1.0
 
@@ -97,6 +100,15 @@ _STATUS_TEXT = {
 }
 
 
+class PhotoIndex(Protocol):
+    """What the server reads: a :class:`~kiosk.keepsake.store.KeepsakeStore`, or its mirror in the
+    server process (:class:`~kiosk.keepsake.process.StoreMirror`)."""
+
+    def lookup(self, token: str) -> Lookup: ...
+    def read(self, token: str) -> tuple[Lookup, bytes | None]: ...
+    def sweep(self) -> int: ...
+
+
 @dataclass
 class ServerCounts:
     """What the server saw (the Prometheus file reports them); owned by the service."""
@@ -104,6 +116,7 @@ class ServerCounts:
     pages: int = 0
     downloads: int = 0  # JPEGs served (GET with status 200)
     refused: int = 0  # every answer that is not 200
+    connections_refused: int = 0  # connections closed unanswered: over the caps in number or per client
 
 
 class RateLimiter:
@@ -234,10 +247,10 @@ class _RefusalLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 class _Server(web.Server):  # type: ignore[misc]
     """aiohttp's low-level server with caps on connections: in all, per client and in age."""
 
-    def __init__(self, handler: Any, **kwargs: Any) -> None:
+    def __init__(self, handler: Any, counts: ServerCounts, **kwargs: Any) -> None:
         super().__init__(handler, **kwargs)
         self.opened: dict[web_protocol.RequestHandler, tuple[float, str]] = {}
-        self.refused_connections = 0
+        self.counts = counts
 
     def connection_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
         super().connection_made(handler, transport)
@@ -246,8 +259,11 @@ class _Server(web.Server):  # type: ignore[misc]
         same = sum(1 for _, c in self.opened.values() if c == client)
         self.opened[handler] = (time.monotonic(), client)
         if len(self.opened) > MAX_CONNECTIONS or same >= MAX_CONNECTIONS_PER_CLIENT:
-            self.refused_connections += 1
-            transport.abort()
+            self.counts.connections_refused += 1
+            # after the handler's task has started (aiohttp creates it once this returns), or its
+            # start() would find the connection already lost
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, transport.abort)
 
     def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
         self.opened.pop(handler, None)
@@ -271,7 +287,7 @@ class KeepsakeServer:
 
     def __init__(
         self,
-        store: KeepsakeStore,
+        store: PhotoIndex,
         cfg: KeepsakeConfig,
         counts: ServerCounts | None = None,
         *,
@@ -357,6 +373,7 @@ class KeepsakeServer:
         self._stopped = asyncio.Event()
         server = _Server(
             self._handle,
+            self.counts,
             max_line_size=MAX_LINE_BYTES,
             max_field_size=MAX_FIELD_BYTES,
             max_headers=MAX_HEADERS,
@@ -369,7 +386,7 @@ class KeepsakeServer:
         host, port = self.cfg.listen_host_port()
         try:
             listener = await asyncio.get_running_loop().create_server(
-                server, host, port, ssl=ctx, backlog=256, reuse_address=True
+                server, host, port, ssl=ctx, backlog=BACKLOG, reuse_address=True
             )
         except OSError as exc:
             failure.append(

@@ -12,6 +12,7 @@ on its staff line; the kiosk goes on without keepsakes.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from pathlib import Path
 
 from kiosk.config import KeepsakeConfig, KioskConfig
 from kiosk.keepsake.printer import PrintCounts, Printer
-from kiosk.keepsake.server import KeepsakeServer, ServerCounts
+from kiosk.keepsake.process import KeepsakeServerProcess
+from kiosk.keepsake.server import SWEEP_EVERY_S, KeepsakeServer, ServerCounts
 from kiosk.keepsake.store import KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
 from kiosk.paths import keepsake_dir
 
@@ -45,25 +47,36 @@ class KeepsakeService:
         folder: Path,
         resolve: Callable[[str], Path] = Path,
         clock: Callable[[], float] = time.time,
+        *,
+        separate_process: bool = True,
     ) -> None:
+        """``separate_process``: the web server in a child process (the kiosk), else in a thread."""
         self.cfg = cfg
         self.store = KeepsakeStore(folder, limits_of(cfg), clock)
         self.server_counts = ServerCounts()
         self.print_counts = PrintCounts()
         self.taken = 0
         self.problem = ""  # why keepsakes are unavailable ("" while they work)
-        self.server: KeepsakeServer | None = None
+        self.server: KeepsakeServer | KeepsakeServerProcess | None = None
         self.printer: Printer | None = None
         self._resolve = resolve
         self._clock = clock
+        self._separate_process = separate_process
+        self._sweeper: threading.Thread | None = None
+        self._closing = threading.Event()
 
     def start(self) -> KeepsakeService:
         """Open the store and start the server (and printer); a failure sets :attr:`problem`."""
         try:
             self.store.open()
-            self.server = KeepsakeServer(
-                self.store, self.cfg, self.server_counts, resolve=self._resolve, clock=self._clock
-            ).start()
+            if self._separate_process:
+                self.server = KeepsakeServerProcess(self.store, self.cfg, resolve=self._resolve).start()
+                self._sweeper = threading.Thread(target=self._sweep, name="keepsake-sweeper", daemon=True)
+                self._sweeper.start()
+            else:
+                self.server = KeepsakeServer(
+                    self.store, self.cfg, self.server_counts, resolve=self._resolve, clock=self._clock
+                ).start()
         except (KeepsakeError, OSError) as exc:
             self.problem = (
                 str(exc) if isinstance(exc, KeepsakeError) else f"keepsake: {self.store.folder}: {exc}"
@@ -111,9 +124,18 @@ class KeepsakeService:
             return "keepsake: the web server stopped (see the log); restart the kiosk"
         return self.printer.problem if self.printer is not None else ""
 
+    def _sweep(self) -> None:
+        """Delete photos past their time-to-live every second (the thread server does it itself)."""
+        while not self._closing.wait(SWEEP_EVERY_S):
+            try:
+                self.store.sweep()
+            except Exception:  # noqa: BLE001 - tried again in a second
+                log.exception("keepsakes: sweep failed")
+
     def metrics(self) -> dict[str, int]:
         """Totals since the start, for the stats JSON and the Prometheus file."""
-        s, p, c = self.server_counts, self.print_counts, self.store.counts
+        s = self.server.counts if self.server is not None else self.server_counts
+        p, c = self.print_counts, self.store.counts
         return {
             "taken": self.taken,
             "stored": len(self.store.records()),
@@ -124,14 +146,18 @@ class KeepsakeService:
             "expired": c.expired,
             "evicted": c.evicted,
             "refused": s.refused,
+            "connections_refused": s.connections_refused,
         }
 
     def close(self) -> None:
         """At exit: stop the printer and the server, delete the photos (unless keep_on_disk)."""
         if self.printer is not None:
             self.printer.close()
+        self._closing.set()
         if self.server is not None:
             self.server.stop()
+        if self._sweeper is not None:
+            self._sweeper.join(2.0)
         self.store.close()
 
 
