@@ -18,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
-from kiosk.appliance.monitoring import TextfileMonitor, render_metrics, write_atomic
+from kiosk.appliance.monitoring import TextfileMonitor, render_metrics
 from kiosk.config import parse_config
+from kiosk.util.atomic import atomic_write
 
 
 def median_us(fn: Callable[[], object], repeat: int) -> float:
@@ -48,7 +49,7 @@ def main() -> None:
         loop_submit = median_us(lambda: monitor.submit(stats), args.repeat)
         text = median_us(lambda: render_metrics(stats, True, 0.0), args.repeat)
         write = median_us(
-            lambda: write_atomic(folder / "x.prom", render_metrics(stats, True, 0.0)), args.repeat
+            lambda: atomic_write(folder / "x.prom", render_metrics(stats, True, 0.0)), args.repeat
         )
         monitor.close(None)
     app.shutdown()

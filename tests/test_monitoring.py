@@ -18,9 +18,10 @@ import pytest
 from egl_helpers import egl_available
 
 from kiosk.appliance import monitoring
-from kiosk.appliance.monitoring import TextfileMonitor, render_metrics, write_atomic
+from kiosk.appliance.monitoring import TextfileMonitor, render_metrics
 from kiosk.config import ConfigError, parse_config
 from kiosk.tools.standins import make_detector, make_embedder, make_swapper, white_square_frame
+from kiosk.util.atomic import atomic_write
 
 prom_parser = pytest.importorskip(
     "prometheus_client.parser", reason="pip install prometheus_client (test extra)"
@@ -185,7 +186,7 @@ def test_monitoring_config_keys_and_errors(tmp_path):
 def test_write_atomic_readers_see_whole_files_only(tmp_path):
     path = tmp_path / "kiosk.prom"
     versions = [f"# version {i}\n" + f"faceswap_kiosk_x {i}\n" * 20000 for i in range(2)]
-    write_atomic(path, versions[0])
+    atomic_write(path, versions[0])
     stop = threading.Event()
     seen: list[str] = []
 
@@ -197,7 +198,7 @@ def test_write_atomic_readers_see_whole_files_only(tmp_path):
     reader.start()
     try:
         for i in range(60):
-            write_atomic(path, versions[i % 2])
+            atomic_write(path, versions[i % 2])
     finally:
         stop.set()
         reader.join()
@@ -211,7 +212,7 @@ def test_write_atomic_failure_leaves_no_temporary_file(tmp_path):
     target = tmp_path / "kiosk.prom"
     target.mkdir()  # a folder where the file should be: the rename fails after the temp file exists
     with pytest.raises(OSError):
-        write_atomic(target, "faceswap_kiosk_up 1\n")
+        atomic_write(target, "faceswap_kiosk_up 1\n")
     assert sorted(os.listdir(tmp_path)) == ["kiosk.prom"]
 
 
@@ -244,15 +245,15 @@ def test_a_hung_write_never_blocks_submit_and_the_newest_figures_win(tmp_path, m
     release = threading.Event()
     entered = threading.Event()
     written: list[str] = []
-    real = monitoring.write_atomic
+    real = monitoring.atomic_write
 
-    def slow_write(path: Path, text: str, mode: int = 0o644) -> None:
+    def slow_write(path: Path, text: str, **kwargs: object) -> None:
         entered.set()
         release.wait(10)  # a hung NFS mount, a disk full of retries
         written.append(text)
-        real(path, text, mode)
+        real(path, text, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(monitoring, "write_atomic", slow_write)
+    monkeypatch.setattr(monitoring, "atomic_write", slow_write)
     monitor = TextfileMonitor(tmp_path / "k.prom", interval_s=1.0)
     stats = _stats_of_a_stopped_kiosk()
     monitor.submit({**stats, "snapshots_written": 1})

@@ -180,9 +180,7 @@ class KioskApp:
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
         self.snapshots_written = 0
-        #: Store, server and printer of keepsakes (keepsake.enabled), and the on-screen flow (while
-        #: the server runs), while run() runs.
-        self.keepsakes: KeepsakeService | None = None
+        #: The keepsakes' on-screen flow (:mod:`kiosk.keepsake.flow`) while their service runs.
         self.keepsake_flow: KeepsakeFlow | None = None
         self._keepsake_view: Any = None  # the last frame's KeepsakeView (None: idle)
         self._on_screen: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded, for a keepsake
@@ -216,6 +214,7 @@ class KioskApp:
         self._past_process_sum = 0.0
         self._past_process_samples = 0
         self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
+        self.keepsakes: KeepsakeService | None = None  # keepsake.enabled, while run() runs
         self._t_start = 0.0
         self._t_start_unix = 0.0
         self._t_last_result = 0.0
@@ -463,6 +462,7 @@ class KioskApp:
             attract=self.attract,
             snapshots_written=self.snapshots_written,
             thread_restarts=self.thread_restarts,
+            keepsakes=self.keepsakes.metrics() if self.keepsakes is not None and detailed else None,
         )
 
     # -- overlay ---------------------------------------------------------------------------
@@ -501,11 +501,8 @@ class KioskApp:
         if counters is not None and not counters.detailed:
             raise ValueError("stats need a detailed counters snapshot (latency percentiles)")
         out = stats_dict(counters if counters is not None else self.counters())
-        if self.keepsakes is not None:
-            out["keepsake"] = {
-                **self.keepsakes.metrics(),
-                **(self.keepsake_flow.stats() if self.keepsake_flow is not None else {}),
-            }
+        if self.keepsake_flow is not None:  # what visitors did on screen (keepsakes: the service's)
+            out["keepsake_flow"] = self.keepsake_flow.stats()
         return out
 
     def write_stats(self, counters: Counters | None = None) -> None:
@@ -561,9 +558,9 @@ class KioskApp:
         # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
         # (keys that rebuild nothing), so it follows every change, before the plan is looked at.
         self.session.cfg = new
-        if self.keepsakes is not None:  # timings, limits, event name, print command: at once
+        if self.keepsakes is not None:  # limits, page text, printing: read where used
             self.keepsakes.apply(new.keepsake)
-        if self.keepsake_flow is not None:
+        if self.keepsake_flow is not None:  # the countdown, show_s, confirm, ttl_s on screen
             from kiosk.keepsake.flow import FlowOptions
 
             # keepsake.enabled applies at the next start: the server runs until then
@@ -685,6 +682,10 @@ class KioskApp:
             return
         self._shot_writer().screenshot(path, surface.read_rgb())
 
+    def _staff_problem(self) -> str:
+        """The staff warning line: a config problem, else the keepsakes' (server down, print failed)."""
+        return self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
+
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
         return status_line(counters if counters is not None else self.counters())
@@ -710,13 +711,9 @@ class KioskApp:
         return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
 
     # -- keepsakes -----------------------------------------------------------------------------
-    def _open_keepsakes(self) -> None:
-        """Store, server and printer when ``keepsake.enabled``, and the on-screen flow once the
-        server runs; one that cannot start (port taken, bad certificate) leaves the booth running
-        without keepsakes, its staff line says why."""
-        from kiosk.keepsake.service import open_keepsakes
-
-        self.keepsakes = open_keepsakes(self.cfg)
+    def _open_keepsake_flow(self) -> None:
+        """The on-screen flow, once the keepsake service runs (one that could not start leaves the
+        booth without keepsakes; its staff line says why)."""
         if self.keepsakes is None or not self.keepsakes.available:
             return
         from kiosk.keepsake.flow import FlowOptions, KeepsakeFlow
@@ -731,12 +728,6 @@ class KioskApp:
         assert self.keepsakes is not None
         kept = self.keepsakes.keep(jpeg)
         return Saved(kept.url, kept.record.expires)
-
-    def _staff_problem(self) -> str:
-        """The staff line of the frame: a config problem, else why keepsakes are off or not printing."""
-        if self._config_problem or self.keepsakes is None:
-            return self._config_problem
-        return self.keepsakes.staff_line()
 
     def _step_keepsake(self, actions: tuple[str, ...], mono: float) -> None:
         """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
@@ -826,7 +817,11 @@ class KioskApp:
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
-        self._open_keepsakes()
+        if self.cfg.keepsake.enabled:  # aiohttp is imported only for a booth that shares photos
+            from kiosk.keepsake.service import open_keepsakes
+
+            self.keepsakes = open_keepsakes(self.cfg)
+            self._open_keepsake_flow()
         self._start_workers()
         o = self.loop_options
         self._schedule = _Schedule(
@@ -838,7 +833,7 @@ class KioskApp:
             if self.opts.screenshot is not None:  # the last frame, drawn once more for the PNG
                 size = self.surface.begin_frame()
                 mono = time.monotonic()
-                final = self.session.view(mono, self._config_problem)
+                final = self.session.view(mono, self._staff_problem())
                 booth, keepsake = self._with_keepsake(final.booth)
                 self.renderer.draw(size, self._overlay, booth=booth, now=mono, keepsake=keepsake)
                 self._write_screenshot(self.surface)
@@ -846,17 +841,17 @@ class KioskApp:
             notifier.stopping()
             self._close_shots()  # the last screenshot is on disk when run returns
             self.shutdown()
+            if self.keepsake_flow is not None:
+                self.keepsake_flow.close()
+                self.keepsake_flow = None
+            if self.keepsakes is not None:  # the server stops, the photos go (unless keep_on_disk)
+                self.keepsakes.close()
             self.write_stats()
             if self.monitor is not None:
                 self.monitor.close(self.stats())  # up 0
                 self.monitor = None
+            self.keepsakes = None
             notifier.close()
-            if self.keepsake_flow is not None:
-                self.keepsake_flow.close()
-                self.keepsake_flow = None
-            if self.keepsakes is not None:
-                self.keepsakes.close()  # the photos go, unless keepsake.keep_on_disk
-                self.keepsakes = None
             self.renderer.release()
             self.surface.close()
             self.inference.release()  # the models' sessions, after the last stats

@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -26,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kiosk import __version__
+from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +32,9 @@ PREFIX = "faceswap_kiosk_"
 
 #: Every state the capture thread reports (kiosk/capture/thread.py); one series each, 1 for the current one.
 SOURCE_STATES = ("starting", "running", "reconnecting", "stopped")
+
+#: stats()["keepsakes"] counters reported as faceswap_kiosk_keepsakes_total{event=...}.
+_KEEPSAKE_EVENTS = ("taken", "downloaded", "printed", "print_failed", "expired", "evicted")
 
 #: stats()["frames"] keys → the stage label also used by faceswap_kiosk_fps.
 _STAGE_OF = {"captured": "capture", "processed": "processing", "rendered": "render"}
@@ -214,24 +216,27 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
     t.one(
         "snapshots_total", "counter", "Snapshots saved since the kiosk started.", stats["snapshots_written"]
     )
+    keepsakes = stats.get("keepsakes")
+    if keepsakes:  # keepsake.enabled
+        t.family(
+            "keepsakes_total",
+            "counter",
+            "Keepsake photos since the kiosk started: taken, downloaded (JPEGs served), printed, "
+            "print_failed, expired (deleted after keepsake.ttl_s), evicted (deleted early for max_photos/max_mb).",
+            [("", {"event": k}, keepsakes[k]) for k in _KEEPSAKE_EVENTS],
+        )
+        t.family(
+            "keepsake_refused_requests_total",
+            "counter",
+            "Requests to the keepsake web server refused: answered with an error (404, 405, 410, 413, "
+            "429, 400), or their connection closed over the connection caps.",
+            [
+                ("", {"how": "answer"}, keepsakes["refused"]),
+                ("", {"how": "connection"}, keepsakes.get("connections_refused", 0)),
+            ],
+        )
+        t.one("keepsakes_stored", "gauge", "Keepsake photos kept right now.", keepsakes["stored"])
     return "\n".join(t.lines) + "\n"
-
-
-def write_atomic(path: Path, text: str, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``text`` so a reader sees the old or the new file, never a part.
-
-    The temporary file is in the same folder (a rename across file systems is not atomic) and its
-    name does not end in ``.prom``, so node_exporter never picks it up."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, mode)  # mkstemp makes it 0600; node_exporter runs as another user
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 class TextfileMonitor:
@@ -290,7 +295,8 @@ class TextfileMonitor:
     def write(self, stats: Mapping[str, Any], up: bool, now_unix: float) -> bool:
         """Render and write one snapshot; never raises. Returns whether the file was written."""
         try:
-            write_atomic(self.path, render_metrics(stats, up, now_unix))
+            # 0644 (the default): node_exporter is another user; the collector's folder is not ours
+            atomic_write(self.path, render_metrics(stats, up, now_unix), make_folder=False)
         except Exception as exc:
             self.failures += 1
             if not self._failing:

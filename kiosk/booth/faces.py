@@ -32,7 +32,6 @@ import json
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import warnings
@@ -48,6 +47,7 @@ from numpy.typing import NDArray
 
 from kiosk.config import ConfigError, KioskConfig, read_text_bounded, safe_yaml
 from kiosk.types import Face, FrameBGR
+from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -203,25 +203,10 @@ class ModelDigests:
             h.update(str(known[2]).encode())
         if changed:
             try:
-                atomic_write(self.cache_file, json.dumps(self._known).encode())
+                atomic_write(self.cache_file, json.dumps(self._known).encode(), mode=0o600, fsync=True)
             except OSError as exc:  # unwritable cache: hash again next start, nothing worse
                 log.warning("model digests not cached (%s): %s", self.cache_file, exc)
         return h.hexdigest()
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def make_thumbnail(image_bgr: FrameBGR, face: Face, size_px: int) -> FrameBGR:
@@ -551,7 +536,7 @@ class FaceLibrary:
         buf = io.BytesIO()
         np.savez(buf, version=CACHE_VERSION, thumb_px=self.thumb_px, latent=latent, thumb=thumb)
         try:
-            atomic_write(path, buf.getvalue())
+            atomic_write(path, buf.getvalue(), mode=0o600, fsync=True)
         except OSError as exc:  # a read-only cache only costs start-up time
             log.warning("face cache not written (%s): %s", path.parent, exc)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from kiosk.booth.faces import atomic_write
+from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ def save_snapshot(
     ok, data = cv2.imencode(".jpg", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, 92])
     if not ok:
         raise OSError("JPEG encoding failed")
-    atomic_write(path, data.tobytes())
+    atomic_write(path, data.tobytes(), mode=0o600, fsync=True)
     prune_snapshots(folder, retention_hours, max_files)
     log.info("snapshot saved: %s", path)
     return path

@@ -42,6 +42,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.inference.kernels import similarity as umeyama
 from kiosk.stats import LatencyRecorder
 from kiosk.sync import TripleBuffer
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
@@ -528,17 +529,14 @@ def _invert(m: NDArray[np.float64]) -> NDArray[np.float64]:
 
 
 def similarity(src: NDArray[np.float64], dst: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Least-squares similarity (rotation, uniform scale, shift) mapping ``src`` to ``dst`` (N, 2),
-    closed form (Umeyama without reflection): a few numpy operations on tens of points."""
-    ms, md = src.mean(axis=0), dst.mean(axis=0)
-    s, d = src - ms, dst - md
-    norm = float((s**2).sum())
-    if norm <= 1e-12:
+    """Least-squares similarity (rotation, uniform scale, shift) mapping ``src`` to ``dst`` (N, 2):
+    the pipeline's own compiled Umeyama (:func:`kiosk.inference.kernels.similarity`, which releases
+    the GIL); points that all coincide give the shift between their means."""
+    m = umeyama(src, dst)
+    if m is None:
+        ms, md = src.mean(axis=0), dst.mean(axis=0)
         return np.array([[1.0, 0.0, md[0] - ms[0]], [0.0, 1.0, md[1] - ms[1]]])
-    a = float((s * d).sum()) / norm
-    b = float((s[:, 0] * d[:, 1] - s[:, 1] * d[:, 0]).sum()) / norm
-    rot = np.array([[a, -b], [b, a]])
-    return np.hstack([rot, (md - rot @ ms)[:, None]])
+    return m
 
 
 class LiveFeed:

@@ -3,8 +3,6 @@ bounds taken from the pydantic fields, the values from a preset (the bundled boo
 
 from __future__ import annotations
 
-import os
-import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -14,6 +12,7 @@ from pydantic import BaseModel
 
 from kiosk.config import KioskConfig, field_facts, load_config, parse_config
 from kiosk.paths import bundled_config
+from kiosk.util.atomic import atomic_write
 
 #: Presets of ``kiosk config init``: the configs shipped in the package.
 PRESETS = {"booth": "default", "demo": "demo"}
@@ -112,14 +111,4 @@ def write_config(path: Path, preset: str = "booth", force: bool = False) -> None
     """Write :func:`commented_config` to ``path`` atomically; :class:`FileExistsError` unless ``force``."""
     if path.exists() and not force:
         raise FileExistsError(f"{path}: already exists; pass --force to overwrite it")
-    text = commented_config(preset)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(path, commented_config(preset))

@@ -23,6 +23,7 @@ from numpy.typing import NDArray
 from kiosk.inference import ortlog
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
 from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
+from kiosk.util.errors import one_line
 from kiosk.util.options import copy_fields
 
 log = logging.getLogger(__name__)
@@ -176,7 +177,7 @@ def create_session(
         try:
             session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
         except Exception as exc:  # onnxruntime raises several unrelated exception types
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = one_line(exc)
             if len(requested) <= 1:
                 raise ModelCorruptError(
                     f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
@@ -244,9 +245,7 @@ def _probe_one(name: str, options: tuple[tuple[str, Any], ...]) -> str | None:
         if not np.allclose(y, 2 * x):
             return f"{name} ran a test graph but returned wrong values"
     except Exception as exc:  # any failure means "does not run"
-        return (
-            f"{name} failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
-        )
+        return f"{name} failed: {one_line(exc)}"
     return None
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
-from kiosk.booth.faces import atomic_write
+from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,9 @@ class KeepsakeStore:
         self._gone: OrderedDict[str, None] = OrderedDict()
         self._bytes = 0
         self.counts = StoreCounts()
+        #: Told ("add", record) and ("gone", token) under the lock, in order (the server process's
+        #: mirror of the index); it must not block.
+        self.listener: Callable[[tuple[str, object]], None] | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def open(self) -> KeepsakeStore:
@@ -134,6 +137,7 @@ class KeepsakeStore:
                     )
                     self._records[token] = rec
                     self._bytes += rec.size_bytes
+                    self._notify(("add", rec))
         self.sweep()
         return self
 
@@ -145,6 +149,7 @@ class KeepsakeStore:
             for rec in self._records.values():
                 rec.path.unlink(missing_ok=True)
                 self._forget(rec.token)
+                self._notify(("gone", rec.token))
             self._records.clear()
             self._bytes = 0
         for path in self._files_on_disk():  # leftovers: a temporary file of an add cut short
@@ -174,7 +179,7 @@ class KeepsakeStore:
         token = new_token()
         path = self.folder / f"{token}{_FILE_SUFFIX}"
         try:
-            atomic_write(path, jpeg)  # mkstemp: mode 0600
+            atomic_write(path, jpeg, mode=0o600, make_folder=False)
         except OSError as exc:
             raise KeepsakeError(f"keepsake: cannot write {self.folder}: {exc.strerror or exc}") from None
         now = self._clock()
@@ -183,6 +188,7 @@ class KeepsakeStore:
             self._records[token] = rec
             self._bytes += rec.size_bytes
             self.counts.added += 1
+            self._notify(("add", rec))
         self.sweep()
         return rec
 
@@ -235,6 +241,7 @@ class KeepsakeStore:
                 doomed.append((rec, True))
                 self.counts.expired += 1
             for rec, _ in doomed:  # under the lock: a lookup never finds a record whose file is gone
+                self._notify(("gone", rec.token))
                 try:
                     rec.path.unlink(missing_ok=True)
                 except OSError as exc:
@@ -253,6 +260,13 @@ class KeepsakeStore:
             return self._bytes
 
     # -- helpers ------------------------------------------------------------------------------
+    def _notify(self, message: tuple[str, object]) -> None:
+        if self.listener is not None:
+            try:
+                self.listener(message)
+            except Exception:  # noqa: BLE001 - the mirror's loss, never the photo's
+                log.exception("keepsakes: the server process could not be told %s", message[0])
+
     def _forget(self, token: str) -> None:
         self._gone[token] = None
         while len(self._gone) > GONE_MEMORY:

@@ -41,6 +41,7 @@ from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
+from kiosk.util.errors import one_line
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +106,6 @@ def _file_signature(paths: tuple[str, ...]) -> tuple[tuple[int, int, int] | None
         except OSError:
             out.append(None)
     return tuple(out)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0][:160] if str(exc) else ""
-    return f"{exc.__class__.__name__}: {text}" if text else exc.__class__.__name__
 
 
 class InferenceThread(threading.Thread):
@@ -303,7 +299,7 @@ class InferenceThread(threading.Thread):
             why = exc.notice
             self._watch = exc.watch
         else:
-            why = f"face pipeline failed to start: {_one_line(exc)}"
+            why = f"face pipeline failed to start: {one_line(exc, 160, with_type=True)}"
             self._watch = ()
             log.error("processing stage failed to start", exc_info=exc)
         self._watch_sig = _file_signature(self._watch)
@@ -330,7 +326,7 @@ class InferenceThread(threading.Thread):
     def _failed(self, exc: Exception, frame: CapturedFrame, out: SwapResult) -> bool:
         """Count a failed call of the installed stage; True if ``out`` now holds a result to publish."""
         self.errors += 1
-        self.last_error = _one_line(exc)
+        self.last_error = one_line(exc, 160, with_type=True)
         self._consecutive += 1
         self._recent.append(True)
         if not self._logged_burst:
@@ -400,7 +396,7 @@ class InferenceThread(threading.Thread):
                     out.notice = f"{out.notice} · {self.problem}" if out.notice else self.problem
             elif not own:
                 self.errors += 1
-                self.last_error = _one_line(failure)
+                self.last_error = one_line(failure, 160, with_type=True)
                 log.warning("pass-through failed; skipping the frame", exc_info=failure)
                 continue
             elif not self._failed(failure, frame, out):

@@ -23,6 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from kiosk.render import window as _window
 from kiosk.render.options import DisplayOptions
+from kiosk.util.errors import one_line
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,6 @@ def open_display(display: DisplayOptions, headless: bool) -> tuple[Any, Any]:
     except BaseException:
         surface.close()
         raise
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).splitlines()[0] if str(exc) else ""
-    return text or type(exc).__name__
 
 
 class SurfaceReopener(Generic[S, R]):
@@ -111,7 +107,7 @@ class SurfaceReopener(Generic[S, R]):
         try:
             pair = self._open(wanted)
         except Exception as exc:
-            return self._failed(wanted, _one_line(exc))
+            return self._failed(wanted, one_line(exc))
         if self.failures:
             log.info("display reopened with the new settings after %d failed attempt(s)", self.failures)
         self.working, self.wanted = wanted, None
@@ -128,7 +124,7 @@ class SurfaceReopener(Generic[S, R]):
             try:
                 pair = self._open(self.working)
             except Exception as exc:
-                why = f"{why}; previous settings: {_one_line(exc)}"
+                why = f"{why}; previous settings: {one_line(exc)}"
             else:
                 self.offscreen = False
                 self.problem = (
@@ -163,4 +159,4 @@ def _close(surface: _Closable, renderer: _Releasable) -> None:
         try:
             close()
         except Exception as exc:
-            log.warning("display: closing the old %s failed: %s", what, _one_line(exc))
+            log.warning("display: closing the old %s failed: %s", what, one_line(exc))

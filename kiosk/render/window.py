@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.render.options import DisplayOptions
+from kiosk.util.errors import one_line
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +118,7 @@ def _standalone_context() -> moderngl.Context:
         try:
             return moderngl.create_standalone_context(require=_GL_VERSION, **options)
         except Exception as exc:  # moderngl/glcontext raise plain Exception subclasses
-            errors.append(
-                f"{backend or 'default'}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
-            )
+            errors.append(f"{backend or 'default'}: {one_line(exc)}")
     raise DisplayError(
         "cannot create an offscreen OpenGL 3.3 context ("
         + "; ".join(errors)

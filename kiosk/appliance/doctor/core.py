@@ -92,11 +92,6 @@ def venv_pip(ctx: DoctorContext) -> str:
     return str(Path(ctx.python).with_name("pip"))
 
 
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def check_config(ctx: DoctorContext) -> list[CheckResult]:
     if ctx.config_ok:
         return [CheckResult("config", True, f"{ctx.config_path} is valid")]

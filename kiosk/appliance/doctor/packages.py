@@ -7,7 +7,8 @@ import importlib.metadata
 import re
 
 from kiosk import PROJECT_ROOT
-from kiosk.appliance.doctor.core import CheckResult, DoctorContext, first_line, venv_pip
+from kiosk.appliance.doctor.core import CheckResult, DoctorContext, venv_pip
+from kiosk.util.errors import one_line
 
 #: Distribution name → module to import, where they differ.
 _IMPORT_NAMES = {
@@ -29,6 +30,7 @@ _FALLBACK_REQUIREMENTS = (
     "pydantic>=2.6",
     "PyYAML>=6.0",
     "Pillow>=10.1",
+    "aiohttp>=3.9",
 )
 
 
@@ -83,7 +85,7 @@ def check_packages(ctx: DoctorContext) -> list[CheckResult]:
         try:
             importlib.import_module(module)
         except Exception as exc:  # installed but broken (missing system library, ABI mismatch)
-            problems.append(f"{dist} {version} is installed but `import {module}` fails: {first_line(exc)}")
+            problems.append(f"{dist} {version} is installed but `import {module}` fails: {one_line(exc)}")
             to_install.append(req.split(";")[0].strip())
             continue
         found.append(f"{dist} {version}")
