@@ -7,7 +7,10 @@ The booth is the one of ``tests/test_booth_e2e.py``: insightface's t1.jpg (six f
 camera, the real det_500m (../shared/models), stand-in embedder and swapper with the real contracts
 (the stand-in swapper tints each source face its own colour, so which library face a visitor got
 shows in the pixels), three face photos cut from the scene. The web server listens on
-127.0.0.1:18101-18103 only."""
+127.0.0.1:18101-18103 only.
+
+``KIOSK_TEST_PYTHON=/path/to/venv/bin/python`` runs the kiosk of that environment (e.g. the venv
+``scripts/check_wheel.sh`` installs the wheel into) from the booth folder, outside the checkout."""
 
 from __future__ import annotations
 
@@ -87,11 +90,15 @@ class Kiosk:
         self.env_x = dict(os.environ, DISPLAY=display)
         self.log: list[str] = []
         self.ready = threading.Event()
+        python = os.environ.get("KIOSK_TEST_PYTHON", "")
+        if python:
+            env.pop("PYTHONPATH", None)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kiosk", "run", "--config", str(folder / "booth.yaml"), "--seconds", "240",
+            [python or sys.executable, "-m", "kiosk", "run", "--config", str(folder / "booth.yaml"), "--seconds", "240",
              "--screenshot", str(self.shot), "--screenshot-every", "0.2",
              "--stats-json", str(self.stats_path), "--stats-interval", "0.2"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            cwd=folder if python else ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True,
         )  # fmt: skip
         threading.Thread(target=self._pump, daemon=True).start()
 

@@ -218,3 +218,34 @@ def test_texts() -> None:
     )
     assert disclosure_banner("Welcome to ACME", default, on) == "Welcome to ACME"
     assert short_address("https://booth.lan/p/x") == "https://booth.lan/p/x"
+
+
+def test_the_keepsake_key_is_enter_and_start_and_refused_while_keepsakes_are_off() -> None:
+    from kiosk.bindings import DEFAULT_GAMEPAD, DEFAULT_KEYBOARD
+    from kiosk.booth.controls import ControlState, KeyboardInput
+
+    assert KeyboardInput(DEFAULT_KEYBOARD).actions(["ENTER", "KP_ENTER"]) == ["keepsake", "keepsake"]
+    assert DEFAULT_GAMEPAD["keepsake"] == ["START"]
+    c = ControlState()
+    assert not c.apply("keepsake", allow_quit=False, snapshots_enabled=False)
+    assert c.apply("keepsake", allow_quit=False, snapshots_enabled=False, keepsakes_enabled=True)
+    assert c.last_action == "keepsake"
+
+
+def test_the_session_applies_the_key_and_the_banner_only_while_keepsakes_run() -> None:
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import LibrarySnapshot
+    from kiosk.booth.session import BoothSession
+    from kiosk.config import KioskConfig
+
+    class Lib:
+        snapshot = LibrarySnapshot(serial=1)
+
+    cfg = KioskConfig.model_validate({"keepsake": {"enabled": True, "ttl_s": 600}})
+    s = BoothSession(cfg, Lib(), ControlState())
+    view = s.step(["ENTER"], None, 1.0)
+    assert view.actions == () and "Nothing is recorded" in view.booth.banner  # the service is not up
+    s.keepsake_options = FlowOptions.of(cfg.keepsake)
+    view = s.step(["ENTER"], None, 2.0)
+    assert view.actions == ("keepsake",)
+    assert view.booth.banner == "Live AI face swap. Photos only when you ask; deleted after 10 min."

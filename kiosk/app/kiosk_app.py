@@ -750,12 +750,13 @@ class KioskApp:
 
         return Picture.copy_of(*self._on_screen)
 
-    def _with_keepsake(self, booth: Any) -> tuple[Any, Any]:
-        """The booth view (no carousel or attract screen over a keepsake) and the keepsake view."""
+    def _with_keepsake(self, booth: Any) -> tuple[Any, dict[str, Any]]:
+        """The booth view (no carousel or attract screen over a keepsake) and the renderer's keepsake
+        argument (none while no keepsake is on screen)."""
         kv = self._keepsake_view
         if kv is None:
-            return booth, None
-        return dataclasses.replace(booth, show_carousel=False, attract=False), kv
+            return booth, {}
+        return dataclasses.replace(booth, show_carousel=False, attract=False), {"keepsake": kv}
 
     # -- the render loop ---------------------------------------------------------------------
     def _open_display(self) -> tuple[Any, Any]:
@@ -834,8 +835,8 @@ class KioskApp:
                 size = self.surface.begin_frame()
                 mono = time.monotonic()
                 final = self.session.view(mono, self._staff_problem())
-                booth, keepsake = self._with_keepsake(final.booth)
-                self.renderer.draw(size, self._overlay, booth=booth, now=mono, keepsake=keepsake)
+                booth, extra = self._with_keepsake(final.booth)
+                self.renderer.draw(size, self._overlay, booth=booth, now=mono, **extra)
                 self._write_screenshot(self.surface)
         finally:
             notifier.stopping()
@@ -906,8 +907,8 @@ class KioskApp:
         """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
         surface = self.surface
         size = surface.begin_frame()
-        booth, keepsake = self._with_keepsake(booth)
-        self.renderer.draw(size, overlay, booth=booth, now=mono, keepsake=keepsake)
+        booth, extra = self._with_keepsake(booth)
+        self.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
         if self.controls.snapshot_requested:
             self._take_snapshot(surface)
         every = self.loop_options.screenshot_every_s
