@@ -101,3 +101,48 @@ def test_the_consent_prompt_is_drawn_in_the_accent_colour(ctx) -> None:
     r, g, b = (rgb[..., i].astype(int) for i in range(3))
     accent = (r > 200) & (g > 150) & (g < 225) & (b < 120)
     assert accent.sum() > 300
+
+
+def test_per_visitor_the_carousel_marks_the_faces_on_screen(ctx) -> None:
+    from kiosk.render.booth_ui import BoothView, FaceThumb
+
+    thumbs = [
+        FaceThumb(key=f"k{i}", name=f"Face {i}", thumb_bgr=np.full((64, 64, 3), c, np.uint8))
+        for i, c in enumerate([(200, 60, 60), (60, 200, 60), (60, 60, 200)])
+    ]
+    size = (960, 540)
+
+    def frame(on_screen: dict[int, int]) -> np.ndarray:
+        rb = ctx.renderbuffer(size, components=4)
+        fbo = ctx.framebuffer(color_attachments=[rb])
+        renderer = Renderer(ctx, DisplayOptions())
+        try:
+            renderer.set_frame(np.full((540, 960, 3), 128, np.uint8))
+            fbo.use()
+            view = BoothView(faces=thumbs, selected=0, t_switched=-100.0, on_screen=on_screen)
+            renderer.draw(size, None, view, now=1000.0)
+            data = fbo.read(components=3, alignment=1)
+            return np.frombuffer(data, np.uint8).reshape(540, 960, 3)[::-1].copy()
+        finally:
+            renderer.release()
+            ctx.detect_framebuffer(0).use()
+            fbo.release()
+            rb.release()
+
+    plain, marked = frame({}), frame({1: 1, 2: 2})
+    changed = np.abs(plain.astype(int) - marked.astype(int)).max(axis=2) > 30
+    ys, xs = np.nonzero(changed)
+    assert len(ys) > 100 and ys.min() > 540 * 0.6  # down by the carousel only
+    r, g, b = (marked[..., i].astype(int) for i in range(3))
+    dots = changed & (r > 200) & (g > 150) & (g < 225) & (b < 120)  # the accent colour
+    # three dots: one over the second face, two over the third (right of it), none over the first
+    n, _, stats, centres = cv2.connectedComponentsWithStats(dots.astype(np.uint8))
+    blobs = sorted(float(centres[i][0]) for i in range(1, n) if stats[i, cv2.CC_STAT_AREA] > 10)
+    assert len(blobs) == 3 and blobs[0] > 480 - 20
+
+    # the tiles of faces on screen are not dimmed (the third face is BGR (60, 60, 200): RGB red)
+    def red_tile(img: np.ndarray, level: int) -> int:
+        return int((np.abs(img.astype(int) - (level, level * 0.3, level * 0.3)).max(axis=2) < 12).sum())
+
+    assert red_tile(marked, 200) > 500 and red_tile(plain, 200) == 0
+    assert red_tile(plain, 100) > 500

@@ -249,3 +249,23 @@ def test_the_session_applies_the_key_and_the_banner_only_while_keepsakes_run() -
     view = s.step(["ENTER"], None, 2.0)
     assert view.actions == ("keepsake",)
     assert view.booth.banner == "Live AI face swap. Photos only when you ask; deleted after 10 min."
+
+
+def test_a_reloaded_config_changes_the_flow_at_once_and_keepsakes_stay_on_until_restart() -> None:
+    from kiosk.app.kiosk_app import KioskApp, RunOptions
+    from kiosk.config import KioskConfig
+    from kiosk.processing.stage import PassThrough
+
+    cfg = KioskConfig.model_validate({"source": {"kind": "synthetic"}, "keepsake": {"enabled": True}})
+    app = KioskApp(cfg, RunOptions(headless=True), processor_factory=PassThrough)
+    app.keepsake_flow = KeepsakeFlow(FlowOptions.of(cfg.keepsake), lambda jpeg: Saved(URL, 0.0))
+    new = cfg.model_copy(
+        update={
+            "keepsake": cfg.keepsake.model_copy(
+                update={"countdown_s": 5, "show_s": 30.0, "confirm": True, "enabled": False}
+            )
+        }
+    )
+    app.apply_config(new)
+    assert app.keepsake_flow.options == FlowOptions(True, 5.0, 30.0, True, 900.0)
+    assert app.session.keepsake_options == app.keepsake_flow.options
