@@ -193,13 +193,12 @@ class KeepsakeLayer:
         fade = min(1.0, t * 6.0 + 0.2)
         cx, cy = width / 2, height / 2
         r = digit_px * 0.62
-        frame.shapes.append(
-            ui_quad((cx - r, cy - r, cx + r, cy + r), (0.0, 0.0, 0.0, 0.35), radius=r, soft=2.0)
-        )
+        # one quad: a translucent disc (the digit reads on any picture) in an accent ring (software
+        # GL pays per pixel covered: no second quad over the same disc)
         frame.shapes.append(
             ui_quad(
                 (cx - r, cy - r, cx + r, cy + r),
-                (0.0, 0.0, 0.0, 0.0),
+                (0.0, 0.0, 0.0, 0.35),
                 color2=_alpha(ACCENT, 0.95),
                 radius=r,
                 border=max(3.0, r * 0.06),
@@ -287,10 +286,12 @@ class KeepsakeLayer:
         margin = round(base_px * 0.8)
         x0 = round(width - margin - card_w)
         y0 = round(max(margin, (height - card_h) / 2))
+        # the card, outlined (no soft shadow: a second quad the size of the card costs software GL)
         frame.shapes.append(
-            ui_quad((x0, y0 + 4, x0 + card_w, y0 + card_h + 4), (0.0, 0.0, 0.0, 0.5), radius=pad, soft=6.0)
+            ui_quad(
+                (x0, y0, x0 + card_w, y0 + card_h), CARD, color2=(0.0, 0.0, 0.0, 0.35), radius=pad, border=2.0
+            )
         )
-        frame.shapes.append(ui_quad((x0, y0, x0 + card_w, y0 + card_h), CARD, radius=pad))
         y = y0 + pad
         frame.add_text(font, title, x0 + (card_w - font.measure(title)) / 2, y, INK)
         y += m.line
