@@ -33,7 +33,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,7 +40,8 @@ from aiohttp import web, web_protocol
 from aiohttp.web_request import BaseRequest
 
 from kiosk.config import KeepsakeConfig
-from kiosk.keepsake.store import Found, KeepsakeError, Lookup
+from kiosk.keepsake.counts import ServerCounts
+from kiosk.keepsake.store import SWEEP_EVERY_S, Found, KeepsakeError, Lookup
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,6 @@ KEEPALIVE_S = 5.0
 #: Connections the kernel queues for accept(); beyond, a burst's SYNs wait in the phone's retry,
 #: costing the kiosk nothing.
 BACKLOG = 64
-#: How often the store is swept (photos past their time-to-live deleted even when nobody asks).
-SWEEP_EVERY_S = 1.0
 
 _CSS = (
     "body{margin:0;font-family:system-ui,sans-serif;background:#111;color:#eee;text-align:center}"
@@ -107,16 +105,6 @@ class PhotoIndex(Protocol):
     def lookup(self, token: str) -> Lookup: ...
     def read(self, token: str) -> tuple[Lookup, bytes | None]: ...
     def sweep(self) -> int: ...
-
-
-@dataclass
-class ServerCounts:
-    """What the server saw (the Prometheus file reports them); owned by the service."""
-
-    pages: int = 0
-    downloads: int = 0  # JPEGs served (GET with status 200)
-    refused: int = 0  # every answer that is not 200
-    connections_refused: int = 0  # connections closed unanswered: over the caps in number or per client
 
 
 class RateLimiter:

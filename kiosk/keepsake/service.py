@@ -17,13 +17,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kiosk.config import KeepsakeConfig, KioskConfig
+from kiosk.keepsake.counts import ServerCounts
 from kiosk.keepsake.printer import PrintCounts, Printer
 from kiosk.keepsake.process import KeepsakeServerProcess
-from kiosk.keepsake.server import SWEEP_EVERY_S, KeepsakeServer, ServerCounts
-from kiosk.keepsake.store import KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
+from kiosk.keepsake.store import SWEEP_EVERY_S, KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
 from kiosk.paths import keepsake_dir
+
+if TYPE_CHECKING:
+    from kiosk.keepsake.server import KeepsakeServer
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +78,8 @@ class KeepsakeService:
                 self._sweeper = threading.Thread(target=self._sweep, name="keepsake-sweeper", daemon=True)
                 self._sweeper.start()
             else:
+                from kiosk.keepsake.server import KeepsakeServer
+
                 self.server = KeepsakeServer(
                     self.store, self.cfg, self.server_counts, resolve=self._resolve, clock=self._clock
                 ).start()
