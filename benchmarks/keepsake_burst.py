@@ -7,8 +7,8 @@ bursts of ``--burst`` concurrent requests, half pages and half JPEGs of a 300 KB
 from 127.0.0.1 (one client: the rate limit answers most with 429) or spread over 127.0.0.2-127.0.0.254
 (``--spread``: many phones, every request served). Windows of ``--seconds`` alternate without and
 with the burst; it prints the loop's rate in each, the ratio with/without (medians), every status
-seen, and the process's resident memory before aiohttp is imported, with the server up, and at the
-end (peak).
+seen, and resident memory: the measuring process before the keepsake modules are imported, with
+the server up and at the end (it also holds the render-like loop's arrays), and the server process's.
 
     .venv/bin/python benchmarks/keepsake_burst.py [--rounds 3] [--seconds 3] [--burst 300] [--spread]
 """
@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -131,15 +132,16 @@ def main() -> None:
     rss0 = rss_mib()
     from kiosk.config import KeepsakeConfig
     from kiosk.keepsake.process import KeepsakeServerProcess
-    from kiosk.keepsake.server import KeepsakeServer
     from kiosk.keepsake.store import KeepsakeStore, StoreLimits
 
     folder = Path(tempfile.mkdtemp(prefix="keepsake-bench-"))
     store = KeepsakeStore(folder, StoreLimits(900, 50, 200)).open()
     photo = b"\xff\xd8" + os.urandom(300_000) + b"\xff\xd9"
     cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{PORT}")
-    server: KeepsakeServer | KeepsakeServerProcess
+    server: Any
     if args.mode == "thread":
+        from kiosk.keepsake.server import KeepsakeServer  # aiohttp in this process
+
         server = KeepsakeServer(store, cfg).start()
         rec = store.add(photo)
     else:
@@ -187,7 +189,7 @@ def main() -> None:
         f"server counts: pages {server.counts.pages}, JPEGs {server.counts.downloads}, refused {server.counts.refused}"
     )
     print(
-        f"RSS MiB: before aiohttp {rss0:.1f}, server up {rss_up:.1f} (+{rss_up - rss0:.1f}), "
+        f"kiosk-side RSS MiB: before the keepsake modules {rss0:.1f}, server up {rss_up:.1f} (+{rss_up - rss0:.1f}), "
         f"after the bursts {rss_end:.1f} (+{rss_end - rss0:.1f}), peak {peak:.1f}"
     )
     if args.mode == "process":

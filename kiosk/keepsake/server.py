@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import hashlib
 import html
 import ipaddress
@@ -377,10 +378,11 @@ class KeepsakeServer:
                 server, host, port, ssl=ctx, backlog=BACKLOG, reuse_address=True
             )
         except OSError as exc:
-            failure.append(
-                f"keepsake: cannot listen on {self.cfg.listen}: {exc.strerror or exc} "
-                "(another program on that port? change keepsake.listen)"
-            )
+            if exc.errno in (errno.EAFNOSUPPORT, errno.EPERM, errno.EACCES):
+                hint = "the service's network rules: apply them, see kiosk keepsake network --help"
+            else:
+                hint = "another program on that port? change keepsake.listen"
+            failure.append(f"keepsake: cannot listen on {self.cfg.listen}: {exc.strerror or exc} ({hint})")
             ready.set()
             return
         self.port = listener.sockets[0].getsockname()[1]
