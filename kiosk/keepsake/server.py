@@ -152,8 +152,8 @@ def discover_host(cfg: KeepsakeConfig) -> str:
         return host
     for text in cfg.allow:
         net = ipaddress.ip_network(text)
-        if net.version != ip.version and not (ip.version == 6 and net.version == 4):
-            continue  # an IPv4 wildcard cannot serve an IPv6 network
+        if net.version != ip.version:
+            continue  # 0.0.0.0 serves IPv4 phones only, :: IPv6 ones (asyncio binds it IPv6-only)
         probe = net.network_address + 1 if net.num_addresses > 1 else net.network_address
         family = socket.AF_INET if net.version == 4 else socket.AF_INET6
         try:
@@ -196,7 +196,7 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return ctx
 
 
-def _page(base: str, token: str, expires: float, event_name: str, now: float) -> str:
+def _page(token: str, expires: float, event_name: str, now: float) -> str:
     when = time.strftime("%H:%M", time.localtime(expires))
     minutes = max(1, round((expires - now) / 60))
     title = html.escape(event_name) if event_name else "Your photo"
@@ -435,7 +435,7 @@ class KeepsakeServer:
             found = self.store.lookup(token)
             if found.record is None:
                 return self._answer(int(found.found))
-            body = _page(self.url_base, token, found.record.expires, self.cfg.event_name, self._clock())
+            body = _page(token, found.record.expires, self.cfg.event_name, self._clock())
             if request.method == "GET":
                 self.counts.pages += 1
             return web.Response(
