@@ -249,7 +249,7 @@ def test_install_is_idempotent_and_uninstall_cleans_up(source_tree: Path, tmp_pa
 
     # A source tree left by an older (editable) install is removed.
     (stage / "opt/faceswap-kiosk/kiosk").mkdir()
-    (stage / "opt/faceswap-kiosk/kiosk/app/kiosk_app.py").write_text("old\n")
+    (stage / "opt/faceswap-kiosk/kiosk/app.py").write_text("old\n")
     assert "remove" in _install(source_tree, "--root", str(stage))
     assert not (stage / "opt/faceswap-kiosk/kiosk").exists()
 
