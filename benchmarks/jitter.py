@@ -34,7 +34,8 @@ from motion_videos import (  # noqa: E402
     run_tracker,
 )
 
-from kiosk.processing.tracking import FaceTracker, roi_geometry  # noqa: E402
+from kiosk.processing.face_search import roi_geometry  # noqa: E402
+from kiosk.processing.tracking import FaceTracker  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -36,7 +36,7 @@ from motion_videos import (  # noqa: E402
     p50_p95,
 )
 
-from kiosk.processing.tracking import roi_geometry  # noqa: E402
+from kiosk.processing.face_search import roi_geometry  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -487,8 +487,9 @@ def run_tracker(
     seed: int = 1,
     roi: tuple[int, int] | None = None,
 ) -> TrackRun:
-    """Run ``kiosk.processing.tracking.detect_and_track`` over ``clip``; optionally drop detections at random."""
-    from kiosk.processing.tracking import FaceTracker, detect_and_track
+    """Run ``kiosk.processing.face_search.detect_and_track`` over ``clip``; optionally drop detections at random."""
+    from kiosk.processing.face_search import detect_and_track
+    from kiosk.processing.tracking import FaceTracker
 
     assert isinstance(tracker, FaceTracker)
     rng = np.random.default_rng(seed)
@@ -535,7 +536,8 @@ def every_kth(
     processed frame on (a track is reported from its second detection), and the number of
     face-frames the tracker left unreported. ``tracker``: a ``FaceTracker`` to use (default: one
     with the pipeline's settings and ``detect_every``)."""
-    from kiosk.processing.tracking import FaceTracker, detect_and_track
+    from kiosk.processing.face_search import detect_and_track
+    from kiosk.processing.tracking import FaceTracker
 
     tracker = tracker if tracker is not None else FaceTracker(detect_every=detect_every)
     assert isinstance(tracker, FaceTracker)
@@ -676,7 +678,8 @@ def tracked_results(
     """For :func:`simulate_live`: the faces a result carries with ``processing.tracking: true``,
     the pipeline's tracker fed the processed frames only (in order, with their times), as the
     pipeline feeds it. Call it with frames of ``clip``, in order."""
-    from kiosk.processing.tracking import FaceTracker, detect_and_track, roi_geometry
+    from kiosk.processing.face_search import detect_and_track, roi_geometry
+    from kiosk.processing.tracking import FaceTracker
 
     tracker = FaceTracker()
     index = {id(f): i for i, f in enumerate(clip.frames)}

@@ -26,7 +26,8 @@ from motion_videos import (
     run_tracker,
 )
 
-from kiosk.processing.tracking import FaceTracker, roi_geometry
+from kiosk.processing.face_search import roi_geometry
+from kiosk.processing.tracking import FaceTracker
 
 DET_SIZE = 320
 ROI_DET_SIZE = 224
