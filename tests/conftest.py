@@ -84,6 +84,19 @@ def ctx() -> Iterator[moderngl.Context]:
     release_standalone_context(context)
 
 
+@pytest.fixture(autouse=True)
+def _no_gl_error_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After each test that uses ``ctx``: no GL error is pending (``glGetError``), so a test need
+    not check it itself; the error shows at that test's teardown."""
+    if "ctx" not in request.fixturenames:
+        yield
+        return
+    context = request.getfixturevalue("ctx")
+    yield
+    error = context.error
+    assert error == "GL_NO_ERROR", f"{request.node.nodeid} left the GL error {error}"
+
+
 @pytest.fixture(scope="session")
 def xvfb_display() -> Iterator[str]:
     """Start a private ``Xvfb`` on a display number it picks itself (``-displayfd``, so parallel
