@@ -12,7 +12,9 @@ from functools import cache
 
 import numpy as np
 import pytest
-from motion_videos import (
+
+from kiosk.processing.tracking import FaceTracker, roi_geometry
+from kiosk.tools.motion_videos import (
     Clip,
     DetectFn,
     astronaut_scene,
@@ -25,8 +27,6 @@ from motion_videos import (
     raw_keypoints,
     run_tracker,
 )
-
-from kiosk.processing.tracking import FaceTracker, roi_geometry
 
 DET_SIZE = 320
 ROI_DET_SIZE = 224
