@@ -109,3 +109,23 @@ def test_the_running_kiosk_does_not_import_the_tools() -> None:
             if _is_under(m, "kiosk.tools")
         ]
     assert not offenders, "\n".join(offenders)
+
+
+def test_benchmarks_import_no_test_module() -> None:
+    """``benchmarks/`` runs from the package (``kiosk.tools.motion_videos``, ``kiosk.tools.standins``),
+    never from a module of ``tests/`` put on ``sys.path``."""
+    repo = KIOSK.parent
+    test_modules = {p.stem for p in (repo / "tests").glob("*.py")}
+    offenders = []
+    for path in sorted((repo / "benchmarks").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == "tests":
+                offenders.append(f"{path.name}:{node.lineno}: puts tests/ on the path")
+        offenders += [
+            f"{path.name} imports {m} (tests/{m.split('.')[0]}.py)"
+            for m in imported_modules(path)
+            if m.split(".")[0] in test_modules
+        ]
+    assert not offenders, "\n".join(offenders)

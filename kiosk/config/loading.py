@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kiosk.config.schema import KioskConfig
 from kiosk.config.yaml_safe import (
@@ -20,6 +21,20 @@ from kiosk.config.yaml_safe import (
     safe_yaml,
 )
 from kiosk.paths import MODELS_DIR_ENV, bundled_config, data_dir, is_bundled_config
+
+
+def _section_keys(loc: tuple[Any, ...]) -> tuple[str, list[str]] | None:
+    """The section at ``loc`` (``("source", "camera")``) and its valid keys; None when ``loc`` is
+    not a section of the schema."""
+    model: type[BaseModel] = KioskConfig
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        ann = field.annotation if field is not None else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return None
+        model = ann
+    keys = [name for name, field in model.model_fields.items() if not field.exclude]
+    return ".".join(map(str, loc)), keys
 
 
 def parse_config(
@@ -50,6 +65,11 @@ def parse_config(
                     line_no = lines[loc[:n]]
                     break
             where = f"{path}:{line_no}" if line_no else path
+            if err["type"] == "extra_forbidden":  # the list of valid keys comes from the schema:
+                # bounded, so only the user's part of the line is clipped
+                described = _describe(dict(err), _section_keys(loc[:-1]))
+                problems.append((line_no, f"{_clip(f'{where}: {text_loc}')}: {described}"))
+                continue
             problems.append((line_no, _clip(f"{where}: {text_loc}: {_describe(dict(err))}")))
         raise ConfigError(path, [text for _, text in sorted(problems, key=lambda p: p[0])]) from None
     except (TypeError, ValueError, RecursionError) as exc:  # e.g. unhashable keys deep inside

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 from dataclasses import dataclass
@@ -43,11 +44,21 @@ def _line_index(node: yaml.Node | None, prefix: tuple[Any, ...] = ()) -> dict[tu
     return out
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: dict[str, Any], valid_keys: tuple[str, list[str]] | None = None) -> str:
+    """One problem in words. ``valid_keys``: (section, its keys) for an unknown key, named in the
+    message with the closest spelling, so the fix needs no other command."""
     kind = err["type"]
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":
-        return "unknown key (remove it or check the spelling; `kiosk config show` lists the valid keys)"
+        if valid_keys is None:
+            return "unknown key (remove it or check the spelling; `kiosk config doc` lists every key)"
+        section, keys = valid_keys
+        loc = err.get("loc") or ()
+        typed = str(loc[-1]) if loc else ""
+        close = difflib.get_close_matches(typed, keys, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        where = f"valid keys of {section}" if section else "valid sections"
+        return f"unknown key{hint}; {where}: {', '.join(keys)} (`kiosk config doc` describes every key)"
     if kind == "literal_error" and "expected" in ctx:
         options = str(ctx["expected"]).replace("'", "").replace(" or ", ", ")
         return f"must be one of {options}"

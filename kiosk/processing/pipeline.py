@@ -44,8 +44,9 @@ from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import ROLES, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
+from kiosk.processing.face_search import detect_and_track, roi_geometry, select_faces
 from kiosk.processing.stage import PassThrough, Processor
-from kiosk.processing.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
+from kiosk.processing.tracking import FaceTracker, Policy, Track
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
