@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/jitter.py [--det-size 320] [--roi-det-size 224] [--beta 0.07] ...
 
-Clips (tests/motion_videos.py): a real photo animated with known motion plus gaussian sensor
+Clips (kiosk/tools/motion_videos.py): a real photo animated with known motion plus gaussian sensor
 noise, 640x480 at 30 fps; the truth is the clean first frame's detection carried by the motion.
 Needs ../shared/models/det_500m.onnx and the photos; says so and exits 2 when they are absent.
 
@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the checkout's kiosk, also where it is not installed
 
-from motion_videos import (  # noqa: E402
+from kiosk.processing.face_search import roi_geometry  # noqa: E402
+from kiosk.processing.tracking import FaceTracker  # noqa: E402
+from kiosk.tools.motion_videos import (  # noqa: E402
     astronaut_scene,
     group_scene,
     jitter_px,
@@ -33,8 +35,6 @@ from motion_videos import (  # noqa: E402
     rms_error_px,
     run_tracker,
 )
-
-from kiosk.processing.tracking import FaceTracker, roi_geometry  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

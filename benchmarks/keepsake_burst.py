@@ -7,15 +7,17 @@ bursts of ``--burst`` concurrent requests, half pages and half JPEGs of a 300 KB
 from 127.0.0.1 (one client: the rate limit answers most with 429) or spread over 127.0.0.2-127.0.0.254
 (``--spread``: many phones, every request served). Windows of ``--seconds`` alternate without and
 with the burst; it prints the loop's rate in each, the ratio with/without (medians), every status
-seen, and the process's resident memory before aiohttp is imported, with the server up, and at the
-end (peak).
+seen, and resident memory: the measuring process before the keepsake modules are imported, with
+the server up and at the end (it also holds the render-like loop's arrays), and the server process's.
 
     .venv/bin/python benchmarks/keepsake_burst.py [--rounds 3] [--seconds 3] [--burst 300] [--spread]
+        [--mode process|thread] [--kiosk: the real kiosk headless, its render rate from --stats-json]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -26,6 +28,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,6 +121,67 @@ def rate(loop: RenderLike, seconds: float) -> float:
     return (loop.frames - f0) / (time.perf_counter() - t0)
 
 
+KIOSK_CONFIG = """
+source: {{kind: synthetic, synthetic: {{width: 640, height: 360, fps: 30}}}}
+processing: {{enabled: false}}
+display: {{width: 640, height: 360, vsync: false, max_fps: 60}}
+controls: {{gamepad_enabled: false}}
+keepsake: {{enabled: true, listen: "127.0.0.1:{port}", keep_on_disk: true}}
+"""
+
+
+def kiosk_run(args: argparse.Namespace) -> None:
+    """The real kiosk (``kiosk run --headless``, keepsakes on, one photo kept): its render rate
+    (``fps_now.render`` of the stats file, every 0.25 s) without and with the bursts."""
+    work = Path(tempfile.mkdtemp(prefix="keepsake-kiosk-"))
+    photos = work / "keepsakes"
+    photos.mkdir()
+    token = "Kiosk" + "k" * 17  # a keepsake left on disk (keep_on_disk: true takes it back)
+    (photos / f"{token}.jpg").write_bytes(b"\xff\xd8" + os.urandom(300_000) + b"\xff\xd9")
+    (work / "k.yaml").write_text(KIOSK_CONFIG.format(port=PORT))
+    stats = work / "s.json"
+    env = {**os.environ, "KIOSK_KEEPSAKE_DIR": str(photos)}
+    total = 8 + args.rounds * (2 * args.seconds + 1.5)
+    kiosk = subprocess.Popen(
+        [sys.executable, "-m", "kiosk", "run", "--config", str(work / "k.yaml"), "--headless",
+         "--seconds", str(total), "--stats-json", str(stats), "--stats-interval", "0.25"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def sample(seconds: float) -> float:
+        values = []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            time.sleep(0.25)
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                values.append(json.loads(stats.read_text())["fps_now"]["render"])
+        return statistics.median(values) if values else float("nan")
+
+    time.sleep(6)  # start-up
+    without, with_burst, seen_all = [], [], {}
+    for _ in range(args.rounds):
+        without.append(sample(args.seconds))
+        client = subprocess.Popen(
+            [sys.executable, "-c", CLIENT, str(PORT), token, str(args.burst), str(args.seconds + 0.5),
+             "1" if args.spread else "0"],
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        time.sleep(0.5)
+        with_burst.append(sample(args.seconds))
+        out, _ = client.communicate(timeout=60)
+        for k, v in json.loads(out)["seen"].items():
+            seen_all[k] = seen_all.get(k, 0) + v
+    kiosk.terminate()
+    _, err = kiosk.communicate(timeout=30)
+    w, b = statistics.median(without), statistics.median(with_burst)
+    print("kiosk run --headless 640x360, max_fps 60, keepsakes on; machine shared and loaded")
+    print(f"  render fps without burst: {[round(x, 1) for x in without]}, median {w:.1f}")
+    print(f"  render fps with burst:    {[round(x, 1) for x in with_burst]}, median {b:.1f}")
+    print(f"  ratio with/without: {b / w:.3f}; answers: {seen_all}; kiosk exit {kiosk.returncode}")
+    if kiosk.returncode != 0:
+        print(err[-2000:])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -126,20 +190,27 @@ def main() -> None:
     ap.add_argument("--fps", type=float, default=60.0, help="render-like loop pacing; 0: unpaced")
     ap.add_argument("--spread", action="store_true", help="requests from 64 loopback addresses (many phones)")
     ap.add_argument("--mode", choices=["process", "thread"], default="process", help="where the server runs")
+    ap.add_argument(
+        "--kiosk", action="store_true", help="measure the real kiosk (kiosk run --headless) instead"
+    )
     args = ap.parse_args()
+    if args.kiosk:
+        kiosk_run(args)
+        return
 
     rss0 = rss_mib()
     from kiosk.config import KeepsakeConfig
     from kiosk.keepsake.process import KeepsakeServerProcess
-    from kiosk.keepsake.server import KeepsakeServer
     from kiosk.keepsake.store import KeepsakeStore, StoreLimits
 
     folder = Path(tempfile.mkdtemp(prefix="keepsake-bench-"))
     store = KeepsakeStore(folder, StoreLimits(900, 50, 200)).open()
     photo = b"\xff\xd8" + os.urandom(300_000) + b"\xff\xd9"
     cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{PORT}")
-    server: KeepsakeServer | KeepsakeServerProcess
+    server: Any
     if args.mode == "thread":
+        from kiosk.keepsake.server import KeepsakeServer  # aiohttp in this process
+
         server = KeepsakeServer(store, cfg).start()
         rec = store.add(photo)
     else:
@@ -187,7 +258,7 @@ def main() -> None:
         f"server counts: pages {server.counts.pages}, JPEGs {server.counts.downloads}, refused {server.counts.refused}"
     )
     print(
-        f"RSS MiB: before aiohttp {rss0:.1f}, server up {rss_up:.1f} (+{rss_up - rss0:.1f}), "
+        f"kiosk-side RSS MiB: before the keepsake modules {rss0:.1f}, server up {rss_up:.1f} (+{rss_up - rss0:.1f}), "
         f"after the bursts {rss_end:.1f} (+{rss_end - rss0:.1f}), peak {peak:.1f}"
     )
     if args.mode == "process":

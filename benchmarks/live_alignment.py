@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/live_alignment.py [--detector det.onnx] [--det-size 320] [--result-frames 13]
         [--frames 90] [--tracking] [--png out.png]
 
-Clips (tests/motion_videos.py): real photos (the NASA astronaut, one face; insightface's t1.jpg,
+Clips (kiosk/tools/motion_videos.py): real photos (the NASA astronaut, one face; insightface's t1.jpg,
 three faces) animated with known motion at walking speed (pan: 120 px/s at 640 px, start and stop;
 sine: up to 157 px/s with a 4 degree rocking rotation), camera noise, 640x480 at 30 fps; "still bg"
 rows move only an ellipse around each face over a still room. The processing stage takes
@@ -45,9 +45,9 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the checkout's kiosk, also where it is not installed
 
-from motion_videos import (  # noqa: E402
+from kiosk.tools.motion_videos import (  # noqa: E402
     SHARED,
     Clip,
     DetectFn,

@@ -4,7 +4,7 @@
 
 When the models are slow, the pipeline processes one camera frame in k (a ~140 ms/face swapper with
 three faces: k ≈ 13 at 30 fps), so the tracker sees faces that moved k frames' worth since its last
-update. Clips (tests/motion_videos.py): real photos (the NASA astronaut; insightface's t1.jpg, three
+update. Clips (kiosk/tools/motion_videos.py): real photos (the NASA astronaut; insightface's t1.jpg, three
 faces) moved at walking speed, 640x480 at 30 fps with camera noise. For each k, frames 0, k, 2k, …
 go through ``detect_and_track`` exactly as the pipeline calls it (its own frame counter, the
 frame's capture time, a full detection every ``--detect-every`` processed frames and
@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path.insert(0, str(ROOT))  # the checkout's kiosk, also where it is not installed
 
-from motion_videos import (  # noqa: E402
+from kiosk.processing.face_search import roi_geometry  # noqa: E402
+from kiosk.tools.motion_videos import (  # noqa: E402
     astronaut_scene,
     every_kth,
     group_scene,
@@ -35,8 +36,6 @@ from motion_videos import (  # noqa: E402
     make_clip,
     p50_p95,
 )
-
-from kiosk.processing.tracking import roi_geometry  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

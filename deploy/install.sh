@@ -124,11 +124,28 @@ if ! staged; then
     done
 fi
 
-# 3. The appliance files (root-owned): deploy/ only; the application itself is the wheel (step 4) --
+# 3. The appliance files (root-owned): deploy/ and the soak harness (scripts/soak.py, run on the
+#    booth before an event: deploy/README.md §10); the application itself is the wheel (step 4) ----
+SOAK_FILES=(soak.py soak_inject.py)
 if [ "$SRC" != "$PREFIX" ] || staged; then
     sync_tree "$SRC/deploy" "$PREFIX/deploy"
-    for old in kiosk shaders configs scripts tests benchmarks docs pyproject.toml README.md; do
+    for old in kiosk shaders configs tests benchmarks docs pyproject.toml README.md; do
         drop "$PREFIX/$old" # a source tree copied there by an older install.sh (editable install)
+    done
+    if [ -f "$SRC/scripts/soak.py" ]; then
+        for f in "${SOAK_FILES[@]}"; do
+            if [ -x "$SRC/scripts/$f" ]; then mode=0755; else mode=0644; fi
+            put_file "$SRC/scripts/$f" "$PREFIX/scripts/$f" "$mode"
+        done
+    else
+        warn "no scripts/soak.py in $SRC: the soak test (deploy/README.md §10) is not installed"
+    fi
+    for old in "$ROOT$PREFIX"/scripts/* "$ROOT$PREFIX"/scripts/.[!.]*; do
+        [ -e "$old" ] || [ -L "$old" ] || continue
+        case " ${SOAK_FILES[*]} " in
+            *" ${old##*/} "*) ;;
+            *) drop "$PREFIX/scripts/${old##*/}" ;; # the rest of an older install's scripts/
+        esac
     done
 fi
 

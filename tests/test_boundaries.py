@@ -1,6 +1,6 @@
 """Package boundaries: which parts of the kiosk may import which.
 
-- ``kiosk/config.py`` (the schema) depends on no feature module: only the plain modules
+- ``kiosk/config/`` (the schema, its loading and reference) depends on no feature module: only the plain modules
   ``kiosk.bindings``, ``kiosk.util.options`` and ``kiosk.paths`` (and the standard library and third-party packages).
 - No module of ``kiosk/inference/`` or ``kiosk/render/`` imports ``kiosk.config`` or ``kiosk.booth``:
   they take plain option records (``ProviderOptions``, ``DisplayOptions``, ...).
@@ -69,7 +69,12 @@ def test_imported_modules_sees_lazy_and_relative_imports(tmp_path: Path) -> None
 
 
 def test_config_imports_no_feature_module() -> None:
-    kiosk_imports = {m for m in imported_modules(KIOSK / "config.py") if _is_under(m, "kiosk")}
+    kiosk_imports = {
+        m
+        for path in (KIOSK / "config").rglob("*.py")
+        for m in imported_modules(path)
+        if _is_under(m, "kiosk") and not _is_under(m, "kiosk.config")
+    }
     allowed = CONFIG_MAY_IMPORT | NEUTRAL
     assert kiosk_imports <= allowed, sorted(kiosk_imports - allowed)
 
@@ -102,5 +107,25 @@ def test_the_running_kiosk_does_not_import_the_tools() -> None:
             f"{path.relative_to(KIOSK.parent)} imports {m}"
             for m in imported_modules(path)
             if _is_under(m, "kiosk.tools")
+        ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_benchmarks_import_no_test_module() -> None:
+    """``benchmarks/`` runs from the package (``kiosk.tools.motion_videos``, ``kiosk.tools.standins``),
+    never from a module of ``tests/`` put on ``sys.path``."""
+    repo = KIOSK.parent
+    test_modules = {p.stem for p in (repo / "tests").glob("*.py")}
+    offenders = []
+    for path in sorted((repo / "benchmarks").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value == "tests":
+                offenders.append(f"{path.name}:{node.lineno}: puts tests/ on the path")
+        offenders += [
+            f"{path.name} imports {m} (tests/{m.split('.')[0]}.py)"
+            for m in imported_modules(path)
+            if m.split(".")[0] in test_modules
         ]
     assert not offenders, "\n".join(offenders)

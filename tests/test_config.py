@@ -9,6 +9,7 @@ import yaml
 
 from kiosk.cli import main
 from kiosk.config import ConfigError, KioskConfig, dump_config, load_config, parse_config
+from kiosk.config.schema import DisplayConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,6 +36,21 @@ def _problems(text: str) -> list[str]:
 def test_unknown_key_names_path_and_line():
     (line,) = _problems("display:\n  fullscreen: true\n  colour: red\n")
     assert line.startswith("k.yaml:3: display.colour: unknown key")
+
+
+def test_unknown_key_names_the_valid_keys_and_a_command_that_lists_them(capsys):
+    (line,) = _problems("display:\n  fulscreen: true\n")
+    assert "(did you mean fullscreen?)" in line
+    valid = line.split("valid keys of display: ", 1)[1].split(" (", 1)[0].split(", ")
+    assert set(valid) == set(DisplayConfig.model_fields)
+    (top,) = _problems("dispaly:\n  fullscreen: true\n")
+    assert "(did you mean display?)" in top and "valid sections: source, display," in top
+    # the command the hint names exists without a file and describes each of those keys
+    command = line.split("`")[1]
+    assert command == "kiosk config doc"
+    assert main(command.split()[1:]) == 0
+    doc = capsys.readouterr().out
+    assert all(f"| `display.{key}` |" in doc for key in valid)
 
 
 def test_wrong_type():

@@ -169,6 +169,9 @@ def source_tree(tmp_path: Path) -> Path:
     """A small, frozen copy of the repository (the working tree changes while others work)."""
     src = tmp_path / "src"
     shutil.copytree(DEPLOY, src / "deploy")
+    (src / "scripts").mkdir()
+    for name in ("soak.py", "soak_inject.py", "setup.sh"):
+        shutil.copy2(ROOT / "scripts" / name, src / "scripts" / name)
     (src / "kiosk").mkdir()
     (src / "kiosk" / "__init__.py").write_text('"""stand-in package"""\n')
     (src / "pyproject.toml").write_text("[project]\nname = 'faceswap-kiosk'\n")
@@ -247,11 +250,16 @@ def test_install_is_idempotent_and_uninstall_cleans_up(source_tree: Path, tmp_pa
     again = _install(source_tree, "--root", str(stage))
     assert _changes(again) == 1 and "edited on site" in cfg.read_text()
 
-    # A source tree left by an older (editable) install is removed.
+    # A source tree left by an older (editable) install is removed; the soak harness stays.
     (stage / "opt/faceswap-kiosk/kiosk").mkdir()
-    (stage / "opt/faceswap-kiosk/kiosk/app/kiosk_app.py").write_text("old\n")
+    (stage / "opt/faceswap-kiosk/kiosk/app.py").write_text("old\n")
+    (stage / "opt/faceswap-kiosk/scripts/setup.sh").write_text("old\n")
     assert "remove" in _install(source_tree, "--root", str(stage))
     assert not (stage / "opt/faceswap-kiosk/kiosk").exists()
+    assert sorted(p.name for p in (stage / "opt/faceswap-kiosk/scripts").iterdir()) == [
+        "soak.py",
+        "soak_inject.py",
+    ]
 
     # Switching the session to cage replaces the X session files.
     cage = _install(source_tree, "--root", str(stage), "--session", "cage")
@@ -296,6 +304,39 @@ def test_install_prefix_and_user_are_substituted(source_tree: Path, tmp_path: Pa
     assert (stage / "srv/booth/deploy/install.sh").is_file()
     assert (stage / "home/booth/.bash_profile").is_file()
     assert not (stage / "etc/systemd/system/multi-user.target.wants").exists()
+
+
+def test_documented_install_paths_exist_on_an_installed_booth(source_tree: Path, tmp_path: Path) -> None:
+    """Every ``/opt/faceswap-kiosk/...`` path the docs tell a technician to run or read is in the
+    installed tree (the virtualenv, made by pip, is not staged), and the soak harness runs from
+    there, outside any checkout (deploy/README.md §10)."""
+    stage = tmp_path / "stage"
+    _install(source_tree, "--root", str(stage), "--no-enable")
+    docs = [ROOT / "README.md", DEPLOY / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    named = {
+        m.rstrip(".,:;")
+        for doc in docs
+        for m in re.findall(r"/opt/faceswap-kiosk/[^\s`)\"']+", doc.read_text(encoding="utf-8"))
+    }
+    assert "/opt/faceswap-kiosk/scripts/soak.py" in named
+    missing = sorted(
+        p for p in named if not p.startswith("/opt/faceswap-kiosk/.venv") and not (stage / p[1:]).exists()
+    )
+    assert not missing, f"documented but not installed: {missing}"
+
+    soak = stage / "opt/faceswap-kiosk/scripts/soak.py"
+    fake_kiosk = (
+        "import json, sys, time\n"
+        "for i in range(4):\n"
+        "    json.dump({'fps': {'render': 30.0}, 'frames': {'rendered': 30 * i}}, open(sys.argv[1], 'w'))\n"
+        "    time.sleep(0.5)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, str(soak), "--config", "unused.yaml", "--every", "1", "--warmup", "0",
+         "--max-slope-mb-h", "1e9", "--command", sys.executable, "-c", fake_kiosk, "{stats}"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "soak OK" in proc.stdout, proc.stdout + proc.stderr
 
 
 # ------------------------------------------------------------------------------- scripts/soak.py

@@ -265,3 +265,51 @@ def test_faces_dir_counts_what_the_face_library_lists(tmp_path: Path) -> None:
     result = doctor.check_faces_dir(ctx)[0]
     assert result.ok and f"{len(listed)} face image(s)" in result.detail
     assert len(listed) == 1
+
+
+def _users(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make this machine's user database hold exactly ``names`` (as far as the doctor asks)."""
+    import pwd
+
+    def getpwnam(name: str) -> Any:
+        if name not in names:
+            raise KeyError(name)
+        return pwd.struct_passwd((name, "x", 990, 990, "", f"/home/{name}", "/bin/sh"))
+
+    monkeypatch.setattr(pwd, "getpwnam", getpwnam)
+
+
+def _fixes(tmp_path: Path) -> dict[str, str]:
+    """The fixes the doctor gives for a missing faces folder, source face and TensorRT cache."""
+    ctx = _ctx(tmp_path, BOOTH_CONFIG.replace("faces/face.jpg", "faces/nobody.jpg") + "faces: {dir: album}\n")
+    results = [*doctor.check_faces_dir(ctx), *doctor.check_source_face(ctx), *doctor.check_cache(ctx)]
+    return {c.name: c.fix for c in results}
+
+
+def test_fixes_on_a_desktop_name_no_kiosk_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _users(monkeypatch)  # a desktop: no user kiosk
+    fixes = _fixes(tmp_path)
+    assert fixes["faces-dir"] == f"mkdir -p {tmp_path / 'album'} and copy JPEG/PNG portraits into it"
+    assert "user kiosk" not in fixes["source-face"]
+    assert "chown -R kiosk" not in fixes["trt-cache-writable"]
+    assert all("-o kiosk" not in fix for fix in fixes.values())
+
+
+def test_fixes_on_a_booth_name_the_service_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _users(monkeypatch, "kiosk")
+    fixes = _fixes(tmp_path)
+    assert fixes["faces-dir"].startswith(f"sudo install -d -o kiosk {tmp_path / 'album'} ")
+    assert "(readable by user kiosk)" in fixes["source-face"]
+    assert fixes["trt-cache-writable"].startswith("sudo chown -R kiosk ")
+
+
+def test_service_user_is_the_installed_units(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiosk.appliance.doctor.core import service_user
+
+    unit = tmp_path / "faceswap-kiosk.service"
+    unit.write_text("[Service]\nUser=booth\nGroup=booth\n")  # install.sh --user booth
+    _users(monkeypatch, "kiosk", "booth")
+    assert service_user(unit) == "booth"
+    assert service_user(tmp_path / "no.service") == "kiosk"
+    _users(monkeypatch, "kiosk")
+    assert service_user(unit) is None  # the unit names a user that is gone

@@ -52,6 +52,23 @@ def _status(port: int, path: str) -> int:
         conn.close()
 
 
+def _until(fn, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not fn():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _answers(port: int) -> bool:
+    try:
+        _status(port, "/")
+    except ConnectionRefusedError:
+        return False
+    return True
+
+
 def _families(text: str) -> dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]]:
     out: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
     for fam in prom_parser.text_string_to_metric_families(text):
@@ -93,6 +110,7 @@ keepsake: {{enabled: {str(enabled).lower()}, listen: "127.0.0.1:{port}"}}
             time.sleep(0.2)
         assert prom.exists(), "the kiosk did not start"
         if enabled:
+            assert _until(lambda: _answers(port)), "the keepsake server did not come up"
             assert _status(port, "/") == 404
             assert _status(port, f"/p/{OLD_TOKEN}.jpg") == 404  # the old photo went at start-up
             assert not (folder / f"{OLD_TOKEN}.jpg").exists()
@@ -125,15 +143,6 @@ keepsake: {{enabled: {str(enabled).lower()}, listen: "127.0.0.1:{port}"}}
     assert "Traceback" not in err
 
 
-def _until(fn, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while not fn():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 @pytest.mark.parametrize("separate_process", [True, False])
 def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
     tmp_path: Path, separate_process: bool
@@ -142,7 +151,7 @@ def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
     cfg = parse_config(f'keepsake: {{enabled: true, listen: "127.0.0.1:{port}", ttl_s: 600}}\n')
     svc = KeepsakeService(cfg.keepsake, tmp_path / "k", separate_process=separate_process).start()
     try:
-        assert svc.available and svc.staff_line() == ""
+        assert svc.wait_ready() and svc.available and svc.staff_line() == ""
         kept = svc.keep(JPEG)
         assert kept.url == f"http://127.0.0.1:{port}/p/{kept.record.token}"
         assert _until(lambda: _status(port, f"/p/{kept.record.token}.jpg") == 200)
@@ -167,6 +176,7 @@ def test_a_service_that_cannot_start_says_so_on_the_staff_line(tmp_path: Path) -
         s.listen()
         cfg = parse_config(f'keepsake: {{enabled: true, listen: "127.0.0.1:{port}"}}\n')
         svc = KeepsakeService(cfg.keepsake, tmp_path / "k").start()
+        assert not svc.wait_ready()
     assert not svc.available
     assert svc.staff_line().startswith(f"keepsake: cannot listen on 127.0.0.1:{port}")
     with pytest.raises(KeepsakeError):

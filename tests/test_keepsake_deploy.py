@@ -39,7 +39,7 @@ def test_no_dropin_when_keepsakes_are_off_and_exact_rules_when_on() -> None:
         "SocketBindDeny=any",
     ]
     v6 = unit_dropin(KeepsakeConfig(enabled=True, listen="[::]:8443", allow=["fd00:1::/64", "10.1.0.0/16"]))
-    assert "RestrictAddressFamilies=AF_INET AF_INET6\n" in v6 and "SocketBindAllow=tcp:8443\n" in v6
+    assert "RestrictAddressFamilies=AF_INET AF_INET6\n" in v6 and "SocketBindAllow=ipv6:tcp:8443\n" in v6
     assert "IPAddressAllow=localhost fd00:1::/64 10.1.0.0/16\n" in v6
 
 
@@ -52,9 +52,11 @@ def test_the_unit_with_the_keepsake_dropin_verifies_and_stays_ok(tmp_path: Path)
     dropin = unit_dropin(KeepsakeConfig(enabled=True))
     dropins = unit.parent / "faceswap-kiosk.service.d"
     dropins.mkdir()
-    (dropins / "keepsake.conf").write_text(dropin)
-    rc, complaints = _verify(unit)
-    assert rc == 0 and complaints == [], complaints
+    v6 = unit_dropin(KeepsakeConfig(enabled=True, listen="[::]:8443", allow=["fd00::/8", "10.0.0.0/8"]))
+    for text in (v6, dropin):  # an IPv6 listen address, then the default
+        (dropins / "keepsake.conf").write_text(text)
+        rc, complaints = _verify(unit)
+        assert rc == 0 and complaints == [], complaints
     # --offline reads one file: the unit with the drop-in's [Service] lines appended (what systemd merges)
     merged = tmp_path / "merged" / "faceswap-kiosk.service"
     merged.parent.mkdir()

@@ -109,3 +109,63 @@ def test_a_start_failure_in_the_child_is_one_line(tmp_path: Path) -> None:
             srv.start()
     assert str(info.value).startswith(f"keepsake: cannot listen on 127.0.0.1:{port}")
     assert not srv.is_alive()
+
+
+def test_a_reloaded_event_name_reaches_the_page(tmp_path: Path) -> None:
+    store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()
+    port = _port()
+    cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}", event_name="Old Fair")
+    srv = KeepsakeServerProcess(store, cfg).start()
+    try:
+        rec = store.add(JPEG)
+        assert _until(lambda: b"Old Fair" in _get(port, f"/p/{rec.token}")[1])
+        srv.update(cfg.model_copy(update={"event_name": "New Expo"}))
+        assert _until(lambda: b"New Expo" in _get(port, f"/p/{rec.token}")[1])
+    finally:
+        srv.stop()
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from kiosk.config import KeepsakeConfig
+from kiosk.keepsake.process import KeepsakeServerProcess
+from kiosk.keepsake.store import KeepsakeStore, StoreLimits
+store = KeepsakeStore(Path(sys.argv[1]), StoreLimits(600, 5, 10)).open()
+srv = KeepsakeServerProcess(store, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{sys.argv[2]}")).start()
+print(srv.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_server_process_exits_when_the_kiosk_is_killed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    port = _port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    kiosk = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path / "k"), str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # its resource tracker reports the killed process's queues there
+        text=True,
+    )
+    try:
+        assert kiosk.stdout is not None
+        child = int(kiosk.stdout.readline())
+        assert _get(port, "/")[0] == 404
+    finally:
+        kiosk.kill()  # SIGKILL: no clean-up ran
+        kiosk.wait()
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{child}/status").read_text().find("State:\tZ") >= 0
+
+    assert _until(gone, 10), "the server process outlived the kiosk"
+    with pytest.raises(ConnectionRefusedError):
+        _get(port, "/")

@@ -13,7 +13,9 @@ from functools import cache
 import cv2
 import numpy as np
 import pytest
-from motion_videos import (
+
+from kiosk.capture.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker, apply_affine, compose
+from kiosk.tools.motion_videos import (
     Clip,
     Scene,
     astronaut_scene,
@@ -25,8 +27,6 @@ from motion_videos import (
     tracked_results,
     truth_carried,
 )
-
-from kiosk.capture.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker, apply_affine, compose
 from kiosk.types import Face, SwappedFace, SwapResult
 
 #: A swapper of ~140 ms a face with three faces: about 13 frames at 30 fps per result.

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from motion_videos import SHARED, astronaut_scene, group_scene
+
+from kiosk.tools.motion_videos import SHARED, astronaut_scene, group_scene
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,9 @@ import hashlib
 import http.server
 import json
 import shutil
+import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 import standins
 from inference_fixtures import *  # noqa: F403
 
-from kiosk.cli import main
+from kiosk.cli import build_parser, main
 from kiosk.cli import models as inference_cli
 from kiosk.inference import specs
 from kiosk.inference.fetch import FetchError, fetch_model
@@ -128,8 +129,72 @@ def test_fetch_rejects_a_wrong_hash(tmp_path: Path, http_root: tuple[str, Path])
 
 
 def test_fetch_unreachable_mirror(tmp_path: Path) -> None:
-    with pytest.raises(FetchError, match="cannot connect"):
-        fetch_model(specs.W600K_R50, tmp_path / "w.onnx", source="http://127.0.0.1:9/", show_progress=False)
+    mirror = f"http://127.0.0.1:{_closed_port()}/"
+    with pytest.raises(FetchError, match="cannot connect") as info:
+        fetch_model(specs.W600K_R50, tmp_path / "w.onnx", source=mirror, show_progress=False)
+    assert info.value.no_network
+
+
+def _closed_port() -> int:
+    """A local TCP port nobody listens on (connections are refused at once)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def public_urls(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
+    """Point every spec's public URLs at ``base`` (instead of the internet)."""
+
+    def point(base: str) -> None:
+        real = specs.spec_for_file
+        monkeypatch.setattr(
+            inference_cli,
+            "spec_for_file",
+            lambda role, path: replace(real(role, path), urls=(base + real(role, path).file,)),
+        )
+
+    return point
+
+
+def test_fetch_without_network_says_how_to_fetch_from_a_mirror_or_usb_stick(
+    tmp_path: Path, public_urls: Callable[[str], None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    public_urls(f"http://127.0.0.1:{_closed_port()}/")
+    cfg = _write_cfg(tmp_path, tmp_path / "models")
+    assert main(["models", "fetch", "--config", str(cfg), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "cannot connect" in err and "Traceback" not in err
+    hints = [line for line in err.splitlines() if "--from" in line]
+    assert len(hints) == 1, err  # one line, after the per-file errors
+    assert err.splitlines()[-1] == hints[0]
+    assert "kiosk models fetch --from URL_OR_DIR" in hints[0]
+    # the command it names parses: --from takes a mirror URL or a folder
+    args = build_parser().parse_args(["models", "fetch", "--from", "/media/usb/models"])
+    assert args.source == "/media/usb/models"
+
+
+def test_fetch_from_a_reachable_server_without_the_file_gives_no_network_hint(
+    tmp_path: Path,
+    http_root: tuple[str, Path],
+    public_urls: Callable[[str], None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url, _ = http_root
+    public_urls(url + "not-here/")
+    cfg = _write_cfg(tmp_path, tmp_path / "models")
+    assert main(["models", "fetch", "--config", str(cfg), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "HTTP 404" in err and "no network" not in err
+
+
+def test_fetch_from_an_unreachable_mirror_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mirror = f"http://127.0.0.1:{_closed_port()}/models/"
+    cfg = _write_cfg(tmp_path, tmp_path / "models")
+    assert main(["models", "fetch", "--config", str(cfg), "--from", mirror, "--quiet"]) == 1
+    assert f"cannot reach {mirror}" in capsys.readouterr().err.splitlines()[-1]
 
 
 # -- kiosk models ----------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,8 +21,9 @@ from pydantic import BaseModel
 
 from kiosk import paths
 from kiosk.cli import main
-from kiosk.cli.config_init import PRESETS, commented_config
+from kiosk.cli.config_init import PATH_KEYS, PRESETS, commented_config
 from kiosk.config import KioskConfig, default_config_path, load_config
+from kiosk.inference.sessions import ProviderOptions, provider_options
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -191,11 +193,28 @@ def test_config_init_writes_every_key_commented(
         assert " ".join(description.split()[:4]) in joined and "Default:" in joined, (key, block)
     assert "Allowed: ≥160 ≤7680." in text and "Allowed: fit / fill." in text
 
-    # Same values as the bundled preset, paths included (they now point at the data folder).
+    # Same values as the bundled preset, paths included: each resolves to the bundled config's
+    # folder (the data folder), set in the preset or not (models.providers.trt_cache_dir).
     written = load_config(target)
     bundled = load_config(paths.bundled_config(PRESETS[preset]))
-    assert written.resolve(written.models.dir) == bundled.resolve(bundled.models.dir)
-    skip = {"models": {"dir"}, "faces": {"dir"}}
+    for key in sorted(PATH_KEYS):
+        mine, theirs = _value(written, key), _value(bundled, key)
+        assert (mine is None) == (theirs is None), key
+        if mine is not None:
+            assert written.resolve(mine) == bundled.resolve(theirs), key
+    # ... and where the kiosk puts TensorRT's engines, as ONNX Runtime is told:
+    trt = [
+        provider_options("tensorrt", ProviderOptions.of(c.models.providers), c.base_dir)
+        for c in (written, bundled)
+    ]
+    assert trt[0]["trt_engine_cache_path"] == trt[1]["trt_engine_cache_path"]
+    skip: dict[str, Any] = {}
+    for key in PATH_KEYS:
+        *sections, name = key.split(".")
+        node = skip
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = True
     assert written.model_dump(exclude=skip) == bundled.model_dump(exclude=skip)
 
     # Never overwrites by accident.
@@ -205,6 +224,26 @@ def test_config_init_writes_every_key_commented(
     assert target.read_text() == "# mine\n"
     assert main(["config", "init", str(target), "--force"]) == 0
     assert load_config(target).display.fullscreen
+
+
+def _value(cfg: BaseModel, key: str) -> Any:
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def test_every_path_key_is_rewritten_by_config_init() -> None:
+    """A key named or described like a path (``dir``, ``*_dir``, ``path``, ``file``, "relative to the
+    config") is one of config init's PATH_KEYS, so its preset value keeps pointing at the data folder."""
+    pathlike = {
+        key
+        for key, description in _keys(KioskConfig)
+        if key.rsplit(".", 1)[-1] in {"dir", "path", "file", "textfile"}
+        or key.endswith("_dir")
+        or "relative to the config" in description
+    }
+    assert "models.providers.trt_cache_dir" in pathlike
+    assert pathlike == PATH_KEYS
 
 
 def test_config_init_text_loads_by_itself() -> None:

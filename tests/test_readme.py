@@ -86,3 +86,58 @@ def test_every_relative_markdown_link_resolves():
             elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text(encoding="utf-8")):
                 problems.append(f"{doc.relative_to(ROOT)}: {target} (no such heading)")
     assert not problems, "\n".join(problems)
+
+
+#: Top folders of the repository whose paths the docs cite (``scripts/soak.py``, ``kiosk/...``).
+_REPO_DIRS = ("kiosk", "scripts", "deploy", "tests", "benchmarks", "docs", "configs", ".ci")
+_REPO_PATH = re.compile(r"(?<![\w./~$-])((?:" + "|".join(map(re.escape, _REPO_DIRS)) + r")/[\w./-]*)")
+
+
+def _code_spans(text: str) -> list[str]:
+    """The fenced code blocks and the inline ``code`` spans of a Markdown text."""
+    fences = re.findall(r"```.*?```", text, flags=re.S)
+    inline = re.findall(r"`([^`\n]+)`", re.sub(r"```.*?```", "", text, flags=re.S))
+    return fences + inline
+
+
+def test_every_repository_path_in_code_exists():
+    """A repository path the docs name in code (``scripts/soak.py``, ``kiosk/cli/models.py``,
+    ``deploy/install.sh``), in a command or on its own, is in the repository."""
+    problems = []
+    for doc in _markdown_files():
+        for span in _code_spans(doc.read_text(encoding="utf-8")):
+            for path in _REPO_PATH.findall(span):
+                path = path.rstrip(".,:;")
+                if not (ROOT / path).exists():
+                    problems.append(f"{doc.relative_to(ROOT)}: `{path}` (no such file in the repository)")
+    assert not problems, "\n".join(sorted(set(problems)))
+
+
+def _table_blocks(text: str) -> list[tuple[int, list[str]]]:
+    """Runs of consecutive lines starting with ``|`` outside code blocks: (first line number, lines)."""
+    blocks: list[tuple[int, list[str]]] = []
+    fenced = False
+    previous_was_row = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        row = not fenced and line.lstrip().startswith("|")
+        if row and previous_was_row:
+            blocks[-1][1].append(line)
+        elif row:
+            blocks.append((number, [line]))
+        previous_was_row = row
+    return blocks
+
+
+def test_every_table_row_is_inside_a_table():
+    """Each run of ``| ... |`` lines starts with a header and its ``|---|`` line: a row left after a
+    blank line or a paragraph renders as plain text with pipes."""
+    delimiter = re.compile(r"\|?(\s*:?-{3,}:?\s*\|)+\s*(:?-{3,}:?\s*)?")
+    problems = [
+        f"{doc.relative_to(ROOT)}:{number}: {lines[0][:60]}... (a row outside a table: no header above it)"
+        for doc in _markdown_files()
+        for number, lines in _table_blocks(doc.read_text(encoding="utf-8"))
+        if len(lines) < 2 or not delimiter.fullmatch(lines[1].strip())
+    ]
+    assert not problems, "\n".join(problems)

@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from kiosk.inference.specs import DET_10G, GFPGAN_1_4, INSWAPPER_128, W600K_R50, check_signature
+from kiosk.tools import cost_graphs as cg
 from kiosk.tools import standins_cost as sc
 from kiosk.tools.standins import white_square_frame
 
@@ -52,7 +53,7 @@ def test_count_macs_formula_per_op() -> None:
     convt = 2 * 8 * 5 * 6 * 4 * 2 * 2  # N·Cin·Hin·Win·(Cout/group)·kh·kw
     matmul = 3 * 5 * 9 * 7  # batch·M·N·K
     gemm = 3 * 11 * 4  # M·N·K
-    assert sc.count_macs(m) == conv + convt + matmul + gemm
+    assert cg.count_macs(m) == conv + convt + matmul + gemm
 
 
 def test_count_macs_refuses_unknown_shapes() -> None:
@@ -68,8 +69,8 @@ def test_count_macs_refuses_unknown_shapes() -> None:
         )
     )
     with pytest.raises(ValueError, match="shapes not inferred"):
-        sc.count_macs(m)
-    assert sc.count_macs(m, {"x": [1, 3, 10, 10]}) == 4 * 8 * 8 * 27
+        cg.count_macs(m)
+    assert cg.count_macs(m, {"x": [1, 3, 10, 10]}) == 4 * 8 * 8 * 27
 
 
 def _inswapper_macs(c128: int, c256: int, c512: int, c1024: int) -> int:
@@ -82,9 +83,9 @@ def _inswapper_macs(c128: int, c256: int, c512: int, c1024: int) -> int:
 
 @pytest.mark.parametrize("width", [1.0, 0.25])
 def test_swapper_macs_match_its_layer_list(width: float) -> None:
-    m = sc.build_swapper(None, width)
+    m = cg.build_swapper(None, width)
     chans = [max(2, round(c * width)) for c in (128, 256, 512, 1024)]
-    assert sc.count_macs(m) == _inswapper_macs(*chans)
+    assert cg.count_macs(m) == _inswapper_macs(*chans)
 
 
 def test_full_size_counts_within_ten_percent_of_published() -> None:
@@ -101,10 +102,10 @@ def test_full_size_counts_within_ten_percent_of_published() -> None:
 
 
 def test_count_params_counts_skeleton_inputs_as_weights() -> None:
-    full = sc.build_embedder(np.random.default_rng(0), SMALL)
-    skel = sc.build_embedder(None, SMALL)
-    assert sc.count_params(full) == sc.count_params(skel) > 0
-    assert sc.count_macs(full, {"input.1": [1, 3, 112, 112]}) == sc.count_macs(
+    full = cg.build_embedder(np.random.default_rng(0), SMALL)
+    skel = cg.build_embedder(None, SMALL)
+    assert cg.count_params(full) == cg.count_params(skel) > 0
+    assert cg.count_macs(full, {"input.1": [1, 3, 112, 112]}) == cg.count_macs(
         skel, {"input.1": [1, 3, 112, 112]}
     )
 
@@ -116,15 +117,15 @@ def _session(model: onnx.ModelProto) -> ort.InferenceSession:
 def test_small_copies_keep_the_real_contracts() -> None:
     rng = np.random.default_rng
     for builder, spec, seed in (
-        (sc.build_detector, DET_10G, 11),
-        (sc.build_embedder, W600K_R50, 12),
-        (sc.build_swapper, INSWAPPER_128, 13),
-        (sc.build_enhancer, GFPGAN_1_4, 14),
+        (cg.build_detector, DET_10G, 11),
+        (cg.build_embedder, W600K_R50, 12),
+        (cg.build_swapper, INSWAPPER_128, 13),
+        (cg.build_enhancer, GFPGAN_1_4, 14),
     ):
         model = builder(rng(seed), SMALL)
         onnx.checker.check_model(model)
         check_signature(spec, _session(model), Path(spec.file))
-    swap = sc.build_swapper(rng(13), SMALL)
+    swap = cg.build_swapper(rng(13), SMALL)
     last = swap.graph.initializer[-1]
     assert last.name == "emap" and list(last.dims) == [512, 512]
     out = _session(swap).run(
@@ -140,7 +141,7 @@ def test_small_copies_keep_the_real_contracts() -> None:
         and out.min() > -1e-3
         and out.max() < 1 + 1e-3
     )
-    enh = _session(sc.build_enhancer(rng(14), SMALL)).run(
+    enh = _session(cg.build_enhancer(rng(14), SMALL)).run(
         None, {"input": np.zeros((1, 3, 512, 512), np.float32)}
     )[0]
     assert enh.shape == (1, 3, 512, 512) and np.isfinite(enh).all() and np.abs(enh).max() <= 1.0
@@ -158,7 +159,7 @@ def test_small_detector_finds_white_squares_like_the_small_standin(tmp_path: Pat
         return open_detector(cfg)
 
     (tmp_path / "cost").mkdir()
-    onnx.save(sc.build_detector(np.random.default_rng(11), SMALL), str(tmp_path / "cost" / "det_10g.onnx"))
+    onnx.save(cg.build_detector(np.random.default_rng(11), SMALL), str(tmp_path / "cost" / "det_10g.onnx"))
     make_detector(tmp_path / "small" / "det_10g.onnx")
     frame = white_square_frame(360, 640, ((64, 64, 96), (400, 160, 96)))
     ours, small = detector(tmp_path / "cost").detect(frame), detector(tmp_path / "small").detect(frame)

@@ -5,11 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from kiosk.processing.tracking import (
-    FaceTracker,
-    OneEuroFilter,
-    Track,
-    box_iou,
+from kiosk.processing.face_search import (
     detect_and_track,
     detect_in_regions,
     merge_faces,
@@ -17,6 +13,8 @@ from kiosk.processing.tracking import (
     roi_geometry,
     select_faces,
 )
+from kiosk.processing.one_euro import OneEuroFilter
+from kiosk.processing.tracking import FaceTracker, Track, box_iou
 from kiosk.types import Face
 
 FPS = 30.0

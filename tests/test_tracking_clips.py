@@ -12,7 +12,10 @@ from functools import cache
 
 import numpy as np
 import pytest
-from motion_videos import (
+
+from kiosk.processing.face_search import roi_geometry
+from kiosk.processing.tracking import FaceTracker
+from kiosk.tools.motion_videos import (
     Clip,
     DetectFn,
     astronaut_scene,
@@ -25,8 +28,6 @@ from motion_videos import (
     raw_keypoints,
     run_tracker,
 )
-
-from kiosk.processing.tracking import FaceTracker, roi_geometry
 
 DET_SIZE = 320
 ROI_DET_SIZE = 224

@@ -1,4 +1,4 @@
-"""``kiosk run`` and ``kiosk config check|show``."""
+"""``kiosk run`` and ``kiosk config check|show|doc|init``."""
 
 from __future__ import annotations
 
@@ -175,7 +175,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     run.set_defaults(func=cmd_run)
 
-    config = sub.add_parser("config", help="check or show a config file")
+    config = sub.add_parser(
+        "config", help="check or show a config file, init writes one, doc lists every key"
+    )
     config_sub = config.add_subparsers(dest="config_command", metavar="ACTION")
     check = config_sub.add_parser("check", help="validate FILE; one line per problem")
     check.add_argument("file", metavar="FILE")
@@ -183,7 +185,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = config_sub.add_parser("show", help="print the effective config with defaults filled in")
     show.add_argument("file", metavar="FILE")
     show.set_defaults(func=cmd_config_show)
-    doc = config_sub.add_parser("doc", help="print the Markdown table of every key (as in README.md)")
+    doc = config_sub.add_parser(
+        "doc", help="print the Markdown table of every key (as in docs/configuration.md)"
+    )
     doc.set_defaults(func=cmd_config_doc)
     init = config_sub.add_parser(
         "init", help="write a commented YAML config (every key with description, default, bounds)"

@@ -17,9 +17,22 @@ from kiosk.util.atomic import atomic_write
 #: Presets of ``kiosk config init``: the configs shipped in the package.
 PRESETS = {"booth": "default", "demo": "demo"}
 
-#: Keys holding a path that resolves against the config's folder (``KioskConfig.resolve``).
+#: Keys holding a path that resolves against the config's folder (``KioskConfig.resolve``; a test
+#: finds the keys named or described like a path and checks they are here).
 PATH_KEYS = frozenset(
-    {"models.dir", "faces.dir", "processing.source_face", "snapshots.dir", "logging.file", "source.path"}
+    {
+        "models.dir",
+        "models.providers.trt_cache_dir",
+        "faces.dir",
+        "faces.cache_dir",
+        "processing.source_face",
+        "snapshots.dir",
+        "logging.file",
+        "monitoring.textfile",
+        "source.path",
+        "keepsake.tls_cert",
+        "keepsake.tls_key",
+    }
 )
 
 _WIDTH = 100
@@ -39,11 +52,14 @@ def _home_relative(path: Path) -> str:
 
 
 def _preset_paths(cfg: KioskConfig, values: dict[str, Any]) -> dict[str, Any]:
-    """Relative paths set in a bundled preset resolve against the kiosk's data folder, not against
-    the new file's folder: write them out in full (``~/...`` under the home folder)."""
+    """Relative paths of a bundled preset, whether it sets them or keeps the default, resolve
+    against the kiosk's data folder, not against the new file's folder: write them out in full
+    (``~/...`` under the home folder)."""
 
     def walk(model: BaseModel, data: dict[str, Any], prefix: str) -> None:
-        for name in model.model_fields_set:
+        for name, field in type(model).model_fields.items():
+            if field.exclude:
+                continue
             value = getattr(model, name)
             key = f"{prefix}{name}"
             if isinstance(value, BaseModel):

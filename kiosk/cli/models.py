@@ -149,6 +149,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
         return 0
     # fetch
     failures = []
+    unreached = False
     for role, path in _roles(cfg):
         spec = spec_for_file(role, path)  # type: ignore[arg-type]
         try:
@@ -156,8 +157,21 @@ def _cmd_models(args: argparse.Namespace) -> int:
             print(f"{role:9s} {path}: {state}  [{spec.licence}]")
         except FetchError as exc:
             failures.append(str(exc))
+            unreached = unreached or exc.no_network
             print(f"kiosk models fetch: error: {exc}", file=sys.stderr)
+    if unreached:
+        print(f"kiosk models fetch: {_offline_hint(args.source)}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _offline_hint(source: str | None) -> str:
+    """What to do when the download sources cannot be reached (a booth without internet)."""
+    if source is None:
+        return (
+            "no network? fetch from a LAN mirror or a USB stick holding the files: "
+            "kiosk models fetch --from URL_OR_DIR (e.g. --from http://lan-box:8000/models/ or --from /media/usb/models)"
+        )
+    return f"cannot reach {source}: check the address and that the mirror is serving, or use --from FOLDER (a USB stick)"
 
 
 def register(subparsers: Any) -> None:

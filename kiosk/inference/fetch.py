@@ -27,7 +27,12 @@ CHUNK = 1 << 20
 
 
 class FetchError(Exception):
-    """A model could not be fetched; the message is one line naming the file and the cause."""
+    """A model could not be fetched; the message is one line naming the file and the cause.
+    ``no_network``: no source could even be reached (no route, DNS, refused, timed out)."""
+
+    def __init__(self, message: str, *, no_network: bool = False) -> None:
+        super().__init__(message)
+        self.no_network = no_network
 
 
 def file_sha256(path: Path) -> str:
@@ -125,7 +130,8 @@ def _download(url: str, part: Path, name: str, expected_size: int | None, show: 
         raise FetchError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise FetchError(f"{url}: cannot connect ({reason})") from None
+        network = urllib.parse.urlparse(url).scheme in ("http", "https")
+        raise FetchError(f"{url}: cannot connect ({reason})", no_network=network) from None
     with resp:
         status = getattr(resp, "status", 200)
         if have and status != 206:
@@ -200,6 +206,7 @@ def fetch_model(
             "or use --from FOLDER_OR_MIRROR_URL"
         )
     errors: list[str] = []
+    unreached = 0  # sources that could not be reached at all
     for cand in candidates:
         try:
             if _is_url(cand):
@@ -210,6 +217,7 @@ def fetch_model(
                 _copy(Path(cand), part, spec.file, show_progress)
         except FetchError as exc:
             errors.append(str(exc))
+            unreached += exc.no_network
             continue
         digest = file_sha256(part)
         if spec.known_hashes and digest not in spec.known_hashes:
@@ -218,4 +226,4 @@ def fetch_model(
             continue
         os.replace(part, dest)
         return "fetched" if spec.known_hashes else "fetched (unverified: no published sha256)"
-    raise FetchError(f"{spec.file}: " + "; ".join(errors))
+    raise FetchError(f"{spec.file}: " + "; ".join(errors), no_network=unreached == len(candidates))

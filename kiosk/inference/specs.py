@@ -148,7 +148,8 @@ DET_500M = ModelSpec(
     mean=127.5,
     std=128.0,
     sha256="5e4447f50245bbd7966bd6c0fa52938c61474a04ec7def48753668a9d8b4ea3a",
-    sha256_source="shared/models/PROVENANCE.md (equal to buffalo_sc/det_500m.onnx of insightface v0.7)",
+    sha256_source="the file committed at yukkki7/FaceAnalysisApp @ d4126572 models/scrfd_500m.onnx; "
+    "other projects record the same hash for buffalo_sc/det_500m.onnx of insightface v0.7",
     size_bytes=2524817,
     notes="Member of insightface v0.7 buffalo_sc.zip; no single-file URL is pinned here",
 )
@@ -165,7 +166,8 @@ DET_2_5G = ModelSpec(
     mean=127.5,
     std=128.0,
     sha256="041f73f47371333d1d17a6fee6c8ab4e6aecabefe398ff32cca4e2d5eaee0af9",
-    sha256_source="shared/models/PROVENANCE.md (equal to buffalo_m/det_2.5g.onnx of insightface v0.7)",
+    sha256_source="the file committed at yukkki7/FaceAnalysisApp @ d4126572 models/scrfd_2.5g.onnx; "
+    "other projects record the same hash for buffalo_m/det_2.5g.onnx of insightface v0.7",
     size_bytes=3292009,
     notes="Member of insightface v0.7 buffalo_m.zip; no single-file URL is pinned here",
 )
@@ -187,7 +189,8 @@ YUNET_2023MAR = ModelSpec(
         "face_detection_yunet_2023mar.onnx",
     ),
     sha256="8f2383e4dd3cfbb4553ea8718107fc0423210dc964f9f4280604804ed2552fa4",
-    sha256_source="shared/models/PROVENANCE.md (equal to opencv_zoo face_detection_yunet_2023mar.onnx)",
+    sha256_source="the file committed at ShiqiYu/libfacedetection.train @ 0047ac24 onnx/yunet_s_640_640.onnx; "
+    "other projects record the same hash for opencv_zoo face_detection_yunet_2023mar.onnx",
     size_bytes=232589,
     notes="Fixed 640x640 input: use processing.det_size 640",
 )
@@ -205,7 +208,8 @@ YUNET_2026MAY = ModelSpec(
     mean=0.0,
     std=1.0,
     sha256="ebafce4e3c118d6554634be5c27ab333b4c047a9a8c3faf1d7cf93101c22f0f0",
-    sha256_source="shared/models/PROVENANCE.md (equal to opencv_zoo face_detection_yunet_2026may.onnx)",
+    sha256_source="the file committed at RuDr8A/RealTime-PPE-Compliance @ d876a822; "
+    "other projects record the same hash for opencv_zoo face_detection_yunet_2026may.onnx",
     size_bytes=229738,
 )
 
@@ -235,7 +239,7 @@ RETINAFACE_MNET025 = ModelSpec(
         "models/FaceDetector.onnx",
     ),
     sha256="f8cce06cdfa5d2a07a8378c8cff4c4f33f0b00a3f24d9ef53042ff591a881eb7",
-    sha256_source="shared/models/PROVENANCE.md (hash of the file taken from the source commit)",
+    sha256_source="computed from the file at the source commit (diandianti/photo_analyze @ 2715cee6)",
     size_bytes=1709521,
     source="diandianti/photo_analyze @ 2715cee6d1f39fc63b431a4fa14b0fc4f8334309 : models/FaceDetector.onnx",
     notes="Fixed 640x640 input: tracking regions are letterboxed into it; outputs output0 (loc), "

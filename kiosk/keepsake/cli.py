@@ -40,7 +40,9 @@ def cmd_network(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    keepsake = sub.add_parser("keepsake", help="visitors' keepsake photos (docs/keepsakes.md)")
+    keepsake = sub.add_parser(
+        "keepsake", help="visitors' keepsake photos: network (the unit's network rules; docs/keepsakes.md)"
+    )
     ksub = keepsake.add_subparsers(dest="keepsake_command", metavar="COMMAND", required=True)
     net = ksub.add_parser(
         "network",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kiosk.config import KeepsakeConfig
-from kiosk.keepsake.server import KeepsakeServer
+from kiosk.keepsake.counts import COUNT_FIELDS
 from kiosk.keepsake.store import (
     GONE_MEMORY,
     Found,
@@ -95,9 +95,6 @@ class StoreMirror:
         return len(old)
 
 
-_COUNT_FIELDS = ("pages", "downloads", "refused", "connections_refused")
-
-
 def _child(
     cfg: KeepsakeConfig,
     inbox: multiprocessing.Queue[Any],
@@ -106,13 +103,15 @@ def _child(
     parent_pid: int,
 ) -> None:
     """The server process: serve a mirror of the store until told to stop or the kiosk is gone."""
+    from kiosk.keepsake.server import KeepsakeServer  # aiohttp: in this process only
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the kiosk stops us
     with contextlib.suppress(OSError):  # the render loop wins any fight for the CPU
         os.nice(NICE)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     mirror = StoreMirror()
     stop = threading.Event()
-    server_box: list[KeepsakeServer] = []
+    server_box: list[Any] = []
 
     def receive() -> None:
         while not stop.is_set():
@@ -140,14 +139,14 @@ def _child(
     outbox.put(("ready", server.port, server.url_base))
     try:
         while not stop.wait(0.5):
-            for i, name in enumerate(_COUNT_FIELDS):
+            for i, name in enumerate(COUNT_FIELDS):
                 counts[i] = getattr(server.counts, name)
             if os.getppid() != parent_pid:  # the kiosk died without telling us
                 break
             if not server.is_alive():
                 break
     finally:
-        for i, name in enumerate(_COUNT_FIELDS):
+        for i, name in enumerate(COUNT_FIELDS):
             counts[i] = getattr(server.counts, name)
         server.stop()
 
@@ -189,7 +188,7 @@ class KeepsakeServerProcess:
         self._ctx = multiprocessing.get_context("spawn")
         self._inbox: multiprocessing.Queue[Any] = self._ctx.Queue()
         self._outbox: multiprocessing.Queue[Any] = self._ctx.Queue()
-        self._array = self._ctx.Array("q", len(_COUNT_FIELDS), lock=False)
+        self._array = self._ctx.Array("q", len(COUNT_FIELDS), lock=False)
         self.counts = SharedCounts(self._array)
         self._proc: Any = None
         self.port = cfg.listen_host_port()[1]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import errno
 import hashlib
 import html
 import ipaddress
@@ -33,7 +34,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,7 +41,8 @@ from aiohttp import web, web_protocol
 from aiohttp.web_request import BaseRequest
 
 from kiosk.config import KeepsakeConfig
-from kiosk.keepsake.store import Found, KeepsakeError, Lookup
+from kiosk.keepsake.counts import ServerCounts
+from kiosk.keepsake.store import SWEEP_EVERY_S, Found, KeepsakeError, Lookup
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +65,6 @@ KEEPALIVE_S = 5.0
 #: Connections the kernel queues for accept(); beyond, a burst's SYNs wait in the phone's retry,
 #: costing the kiosk nothing.
 BACKLOG = 64
-#: How often the store is swept (photos past their time-to-live deleted even when nobody asks).
-SWEEP_EVERY_S = 1.0
 
 _CSS = (
     "body{margin:0;font-family:system-ui,sans-serif;background:#111;color:#eee;text-align:center}"
@@ -107,16 +106,6 @@ class PhotoIndex(Protocol):
     def lookup(self, token: str) -> Lookup: ...
     def read(self, token: str) -> tuple[Lookup, bytes | None]: ...
     def sweep(self) -> int: ...
-
-
-@dataclass
-class ServerCounts:
-    """What the server saw (the Prometheus file reports them); owned by the service."""
-
-    pages: int = 0
-    downloads: int = 0  # JPEGs served (GET with status 200)
-    refused: int = 0  # every answer that is not 200
-    connections_refused: int = 0  # connections closed unanswered: over the caps in number or per client
 
 
 class RateLimiter:
@@ -163,8 +152,8 @@ def discover_host(cfg: KeepsakeConfig) -> str:
         return host
     for text in cfg.allow:
         net = ipaddress.ip_network(text)
-        if net.version != ip.version and not (ip.version == 6 and net.version == 4):
-            continue  # an IPv4 wildcard cannot serve an IPv6 network
+        if net.version != ip.version:
+            continue  # 0.0.0.0 serves IPv4 phones only, :: IPv6 ones (asyncio binds it IPv6-only)
         probe = net.network_address + 1 if net.num_addresses > 1 else net.network_address
         family = socket.AF_INET if net.version == 4 else socket.AF_INET6
         try:
@@ -207,7 +196,7 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return ctx
 
 
-def _page(base: str, token: str, expires: float, event_name: str, now: float) -> str:
+def _page(token: str, expires: float, event_name: str, now: float) -> str:
     when = time.strftime("%H:%M", time.localtime(expires))
     minutes = max(1, round((expires - now) / 60))
     title = html.escape(event_name) if event_name else "Your photo"
@@ -389,10 +378,11 @@ class KeepsakeServer:
                 server, host, port, ssl=ctx, backlog=BACKLOG, reuse_address=True
             )
         except OSError as exc:
-            failure.append(
-                f"keepsake: cannot listen on {self.cfg.listen}: {exc.strerror or exc} "
-                "(another program on that port? change keepsake.listen)"
-            )
+            if exc.errno in (errno.EAFNOSUPPORT, errno.EPERM, errno.EACCES):
+                hint = "the service's network rules: apply them, see kiosk keepsake network --help"
+            else:
+                hint = "another program on that port? change keepsake.listen"
+            failure.append(f"keepsake: cannot listen on {self.cfg.listen}: {exc.strerror or exc} ({hint})")
             ready.set()
             return
         self.port = listener.sockets[0].getsockname()[1]
@@ -445,7 +435,7 @@ class KeepsakeServer:
             found = self.store.lookup(token)
             if found.record is None:
                 return self._answer(int(found.found))
-            body = _page(self.url_base, token, found.record.expires, self.cfg.event_name, self._clock())
+            body = _page(token, found.record.expires, self.cfg.event_name, self._clock())
             if request.method == "GET":
                 self.counts.pages += 1
             return web.Response(

@@ -17,13 +17,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kiosk.config import KeepsakeConfig, KioskConfig
+from kiosk.keepsake.counts import ServerCounts
 from kiosk.keepsake.printer import PrintCounts, Printer
 from kiosk.keepsake.process import KeepsakeServerProcess
-from kiosk.keepsake.server import SWEEP_EVERY_S, KeepsakeServer, ServerCounts
-from kiosk.keepsake.store import KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
+from kiosk.keepsake.store import SWEEP_EVERY_S, KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
 from kiosk.paths import keepsake_dir
+
+if TYPE_CHECKING:
+    from kiosk.keepsake.server import KeepsakeServer
 
 log = logging.getLogger(__name__)
 
@@ -63,30 +67,56 @@ class KeepsakeService:
         self._clock = clock
         self._separate_process = separate_process
         self._sweeper: threading.Thread | None = None
+        self._starter: threading.Thread | None = None
         self._closing = threading.Event()
 
     def start(self) -> KeepsakeService:
-        """Open the store and start the server (and printer); a failure sets :attr:`problem`."""
+        """Open the store and start the server (and printer); a failure sets :attr:`problem`.
+
+        The server's process starts in the background (``spawn`` takes a second or two), so the
+        kiosk's first frame does not wait for it; :attr:`available` turns true once it serves and
+        :meth:`wait_ready` waits for that."""
         try:
             self.store.open()
-            if self._separate_process:
-                self.server = KeepsakeServerProcess(self.store, self.cfg, resolve=self._resolve).start()
-                self._sweeper = threading.Thread(target=self._sweep, name="keepsake-sweeper", daemon=True)
-                self._sweeper.start()
-            else:
+            if not self._separate_process:
+                from kiosk.keepsake.server import KeepsakeServer
+
                 self.server = KeepsakeServer(
                     self.store, self.cfg, self.server_counts, resolve=self._resolve, clock=self._clock
                 ).start()
         except (KeepsakeError, OSError) as exc:
-            self.problem = (
-                str(exc) if isinstance(exc, KeepsakeError) else f"keepsake: {self.store.folder}: {exc}"
-            )
-            log.error("%s; the kiosk runs without keepsakes", self.problem)
-            self.server = None
+            self._fail(exc)
             return self
+        if self._separate_process:
+            self._starter = threading.Thread(target=self._start_process, name="keepsake-start", daemon=True)
+            self._starter.start()
+            self._sweeper = threading.Thread(target=self._sweep, name="keepsake-sweeper", daemon=True)
+            self._sweeper.start()
         if self.cfg.print_command:
             self.printer = Printer(self.cfg.print_command, self.cfg.print_timeout_s, self.print_counts)
         return self
+
+    def _fail(self, exc: Exception) -> None:
+        self.problem = str(exc) if isinstance(exc, KeepsakeError) else f"keepsake: {self.store.folder}: {exc}"
+        log.error("%s; the kiosk runs without keepsakes", self.problem)
+        self.server = None
+
+    def _start_process(self) -> None:
+        try:
+            server = KeepsakeServerProcess(self.store, self.cfg, resolve=self._resolve).start()
+        except (KeepsakeError, OSError) as exc:
+            self._fail(exc)
+            return
+        if self._closing.is_set():  # the kiosk exited while the server was starting
+            server.stop()
+            return
+        self.server = server
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the server serves (or failed to start); :attr:`available`."""
+        if self._starter is not None:
+            self._starter.join(timeout_s)
+        return self.available
 
     @property
     def available(self) -> bool:
@@ -95,7 +125,7 @@ class KeepsakeService:
     def keep(self, jpeg: bytes) -> Keepsake:
         """Store ``jpeg``, queue it for the printer; :class:`KeepsakeError` (one line) when not kept."""
         if not self.available or self.server is None:
-            raise KeepsakeError(self.problem or "keepsake: the web server is not running")
+            raise KeepsakeError(self.problem or "keepsake: the web server is still starting")
         record = self.store.add(jpeg)
         self.taken += 1
         if self.printer is not None:
@@ -154,6 +184,8 @@ class KeepsakeService:
         if self.printer is not None:
             self.printer.close()
         self._closing.set()
+        if self._starter is not None:
+            self._starter.join(3.0)  # a server still starting stops itself once it is up
         if self.server is not None:
             self.server.stop()
         if self._sweeper is not None:

@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 #: A token as :func:`new_token` makes it: 16 random bytes in URL-safe base64 without padding.
 TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{22}")
 _FILE_SUFFIX = ".jpg"
+#: How often the store is swept (photos past their time-to-live deleted even when nobody asks).
+SWEEP_EVERY_S = 1.0
 #: Tokens remembered as gone (410) after their photo was deleted; older ones answer 404.
 GONE_MEMORY = 10_000
 

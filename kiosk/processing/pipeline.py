@@ -45,8 +45,9 @@ from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, Sessi
 from kiosk.inference.specs import ROLES, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.processing.assign import VisitorFaces
+from kiosk.processing.face_search import detect_and_track, roi_geometry, select_faces
 from kiosk.processing.stage import PassThrough, Processor
-from kiosk.processing.tracking import FaceTracker, Policy, Track, detect_and_track, roi_geometry, select_faces
+from kiosk.processing.tracking import FaceTracker, Policy, Track
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 if TYPE_CHECKING:

@@ -24,13 +24,14 @@ Everything here is per-frame state owned by the inference thread; nothing is sha
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.processing.one_euro import OneEuroFilter
 from kiosk.types import Face, FrameBGR
 
 Policy = Literal["all", "largest", "central"]
@@ -42,95 +43,6 @@ DetectManyFn = Callable[[list[FrameBGR]], list[list[Face]]]
 _TWO_PI = 2.0 * math.pi
 #: Face sizes per second from which the smoother's lag is added back (fully from twice that).
 LEAD_FROM = 0.25
-
-
-class OneEuroFilter:
-    """The 1€ filter (Casiez, Roussel, Vogel, CHI 2012), vectorised over an array of values.
-
-    Each update low-passes the values with a cutoff ``min_cutoff + beta * speed`` (Hz), where
-    ``speed`` is the low-passed (``d_cutoff``) rate of change in units per second. Slow or still
-    values get a low cutoff (little jitter), fast ones a high cutoff (little lag).
-
-    ``speed_axis``: when set, the speed is the Euclidean norm of the rate over that axis (e.g. -1
-    for ``(N, 2)`` points, so x and y of a point share one cutoff and a moving point is not
-    smoothed more along one axis than the other); ``None`` uses each element's own speed.
-    """
-
-    def __init__(
-        self,
-        min_cutoff: float = 1.0,
-        beta: float = 0.0,
-        d_cutoff: float = 1.0,
-        speed_axis: int | None = -1,
-    ) -> None:
-        if min_cutoff <= 0 or d_cutoff <= 0 or beta < 0:
-            raise ValueError("min_cutoff and d_cutoff must be > 0 and beta >= 0")
-        self.min_cutoff = float(min_cutoff)
-        self.beta = float(beta)
-        self.d_cutoff = float(d_cutoff)
-        self.speed_axis = speed_axis
-        self._x: NDArray[np.float64] | None = None
-        self._dx: NDArray[np.float64] | None = None
-        self._t = 0.0
-
-    @staticmethod
-    def _alpha(cutoff: NDArray[np.float64] | float, dt: float) -> NDArray[np.float64]:
-        tau = 1.0 / (_TWO_PI * np.asarray(cutoff, np.float64))
-        return 1.0 / (1.0 + tau / dt)
-
-    def reset(self) -> None:
-        """Forget the state; the next update passes its value through unchanged."""
-        self._x = None
-        self._dx = None
-
-    def restart(
-        self, x: NDArray[np.floating], t: float, velocity: NDArray[np.floating] | None = None
-    ) -> NDArray[np.float64]:
-        """Start again from ``x`` at ``t`` (passed through unchanged), with ``velocity`` (units per
-        second, default 0) as the speed estimate: a value measured long after the last one, or far
-        from where the filter expected it, is not blended with the old state."""
-        self._x = np.array(x, dtype=np.float64)
-        self._dx = np.zeros_like(self._x) if velocity is None else np.array(velocity, dtype=np.float64)
-        self._t = float(t)
-        return self._x.copy()
-
-    @property
-    def value(self) -> NDArray[np.float64] | None:
-        """The current filtered value (``None`` before the first update)."""
-        return self._x
-
-    @property
-    def velocity(self) -> NDArray[np.float64] | None:
-        """The current low-passed rate of change, units per second (``None`` before the first update)."""
-        return self._dx
-
-    def __call__(self, x: NDArray[np.floating] | Sequence[float], t: float) -> NDArray[np.float64]:
-        """Filter ``x`` observed at time ``t`` (seconds); returns a new array.
-
-        A first update, or one after :meth:`reset`, returns ``x`` as is. An update whose ``t`` is
-        not after the previous one (a repeated frame) changes nothing and returns the current value.
-        """
-        xv = np.array(x, dtype=np.float64)
-        if self._x is None or self._dx is None or self._x.shape != xv.shape:
-            self._x = xv
-            self._dx = np.zeros_like(xv)
-            self._t = float(t)
-            return xv.copy()
-        dt = float(t) - self._t
-        if dt <= 0.0:
-            return self._x.copy()
-        self._t = float(t)
-        rate = (xv - self._x) / dt
-        self._dx = self._dx + self._alpha(self.d_cutoff, dt) * (rate - self._dx)
-        if self.speed_axis is None:
-            speed = np.abs(self._dx)
-        else:
-            speed = np.sqrt(np.sum(self._dx**2, axis=self.speed_axis, keepdims=True))
-        a = self._alpha(self.min_cutoff + self.beta * speed, dt)
-        self._x = self._x + a * (xv - self._x)
-        return self._x.copy()
-
-    update = __call__
 
 
 @dataclass(frozen=True)
@@ -162,7 +74,7 @@ def box_iou(a: NDArray[np.floating], b: NDArray[np.floating]) -> NDArray[np.floa
     return np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
 
 
-def _face_size(box: NDArray[np.floating]) -> float:
+def face_size(box: NDArray[np.floating]) -> float:
     return float(max(box[2] - box[0], box[3] - box[1], 1.0))
 
 
@@ -201,7 +113,7 @@ class _TrackState:
 
     @property
     def size(self) -> float:
-        return _face_size(np.asarray(self.raw.box_xyxy, np.float64))
+        return face_size(np.asarray(self.raw.box_xyxy, np.float64))
 
     def predicted_points(self, t: float) -> NDArray[np.float64]:
         """Where the last raw detection's points would be at ``t`` moving at the filter's velocity."""
@@ -460,7 +372,7 @@ class FaceTracker:
             if vel is not None:
                 pts = pts + vel * self._frame_dt
             box = pts[5:7].reshape(4)
-            face = _face_size(box)
+            face = face_size(box)
             if (
                 size_px is not None
                 and s.region is not None
@@ -485,7 +397,7 @@ class FaceTracker:
         """The search region for a face ``box`` (see :meth:`search_regions`), clipped to the frame."""
         h, w = int(frame_shape[0]), int(frame_shape[1])
         cx, cy = float(box[0] + box[2]) / 2.0, float(box[1] + box[3]) / 2.0
-        face = _face_size(np.asarray(box, np.float64))
+        face = face_size(np.asarray(box, np.float64))
         if size_px is not None and face * 1.25 <= size_px:
             a = max(int(align_px), 1)
             x0 = int(round((cx - size_px / 2.0) / a)) * a
@@ -554,193 +466,3 @@ def _assign_greedy(affinity: NDArray[np.float64], ok: NDArray[np.bool_]) -> list
         used_t.add(i)
         used_d.add(j)
     return pairs
-
-
-def roi_geometry(
-    frame_shape: Sequence[int], det_size: int, roi_det_size: int, max_stride: int = 32
-) -> tuple[int, int]:
-    """``(size_px, align_px)`` for :meth:`FaceTracker.search_regions` and :func:`detect_in_regions`.
-
-    A full-frame detector with input ``det_size`` scales the frame by ``det_size / max(h, w)``.
-    A region of ``size_px = roi_det_size / scale`` frame pixels, run through the same model with
-    input ``roi_det_size``, is scaled identically; corners on multiples of ``align_px =
-    max_stride / scale`` keep the anchor grid where it is on the full frame.
-    """
-    h, w = int(frame_shape[0]), int(frame_shape[1])
-    scale = det_size / max(h, w)
-    size_px = int(round(roi_det_size / scale))
-    align_px = max(int(round(max_stride / scale)), 1)
-    return size_px, align_px
-
-
-def nms_faces(faces: Iterable[Face], iou: float = 0.4) -> list[Face]:
-    """Greedy non-maximum suppression of faces by score (keeps IoU <= ``iou``), best first."""
-    items = sorted(faces, key=lambda f: -f.score)
-    keep: list[Face] = []
-    for f in items:
-        if keep and float(box_iou(f.box_xyxy, np.stack([k.box_xyxy for k in keep])).max()) > iou:
-            continue
-        keep.append(f)
-    return keep
-
-
-def detect_in_regions(
-    detect_fn: DetectFn,
-    frame: FrameBGR,
-    regions: Sequence[Region],
-    nms_iou: float = 0.4,
-    pad_to: int | None = None,
-    detect_many: DetectManyFn | None = None,
-) -> list[Face]:
-    """Run ``detect_fn`` on each crop of ``frame`` and return the faces in frame pixels.
-
-    ``pad_to``: crops cut short by the frame's right or bottom edge are padded with black to this
-    square size (as a top-left letterbox pads the full frame), so the detector's scale stays the
-    same. Faces found twice (overlapping regions) are merged by NMS, highest score first.
-    ``detect_many``: detects in all the crops at once instead (see
-    :meth:`~kiosk.inference.detector.FaceDetector.detect_many`).
-    """
-    crops: list[FrameBGR] = []
-    origins: list[tuple[int, int]] = []
-    for x0, y0, x1, y1 in regions:
-        crop = frame[y0:y1, x0:x1]
-        if crop.shape[0] < 2 or crop.shape[1] < 2:
-            continue
-        if pad_to is not None and (crop.shape[0] < pad_to or crop.shape[1] < pad_to):
-            padded = np.zeros((max(pad_to, crop.shape[0]), max(pad_to, crop.shape[1]), 3), frame.dtype)
-            padded[: crop.shape[0], : crop.shape[1]] = crop
-            crop = padded
-        crops.append(crop)
-        origins.append((x0, y0))
-    if not crops:
-        return []
-    per_crop = detect_many(crops) if detect_many is not None else [detect_fn(c) for c in crops]
-    found: list[Face] = []
-    for (x0, y0), faces in zip(origins, per_crop, strict=True):
-        off = np.array([x0, y0], np.float32)
-        for f in faces:
-            found.append(
-                Face(
-                    box_xyxy=(np.asarray(f.box_xyxy, np.float32) + np.tile(off, 2)).astype(np.float32),
-                    score=f.score,
-                    kps=(np.asarray(f.kps, np.float32) + off).astype(np.float32),
-                )
-            )
-    return nms_faces(found, nms_iou)
-
-
-def merge_faces(primary: Sequence[Face], extra: Iterable[Face], iou: float = 0.5) -> list[Face]:
-    """``primary`` plus the faces of ``extra`` that overlap none of them by more than ``iou``."""
-    out = list(primary)
-    for f in extra:
-        if out and float(box_iou(f.box_xyxy, np.stack([k.box_xyxy for k in out])).max()) > iou:
-            continue
-        out.append(f)
-    return out
-
-
-def detect_and_track(
-    tracker: FaceTracker,
-    frame: FrameBGR,
-    frame_idx: int,
-    t: float,
-    detect_fn: DetectFn,
-    roi_detect_fn: DetectFn | None = None,
-    roi: tuple[int, int] | None = None,
-    roi_detect_many: DetectManyFn | None = None,
-) -> list[Track]:
-    """One frame of detection as the tracker asks, then :meth:`FaceTracker.update`.
-
-    Without ``roi_detect_fn``: ``detect_fn`` on the full frame when
-    :meth:`FaceTracker.needs_full_detection` says so, else on crops scaled to each face.
-
-    With ``roi_detect_fn`` (the same model at a small input size) and ``roi`` (``(size_px,
-    align_px)`` from :func:`roi_geometry`): tracked faces are detected in their own
-    scale-consistent regions on every frame, and the full frame is searched on the due frames
-    only for new or lost faces. A tracked face's keypoints therefore always come from the same
-    kind of detection; switching between full-frame and crop detections would add their small
-    difference in bias as periodic jitter. ``roi_detect_many``: detects in all regions at once
-    (a fixed-size detector's tiles), instead of ``roi_detect_fn`` once per region.
-
-    When the frames come so far apart that a face may have left the region around where it was
-    (:meth:`FaceTracker.regions_trusted`: slow processing), the whole frame is searched and every
-    face found is re-detected in a region of its own, as a new face is: a region placed on the old
-    position could hold half a face, or a neighbour's.
-    """
-    trusted = tracker.regions_trusted(t)
-    full = tracker.needs_full_detection(frame_idx, t)
-    size_px, align_px = roi if roi is not None else (None, 1)
-    if roi_detect_fn is None:
-        if full:
-            faces = detect_fn(frame)
-        else:
-            faces = detect_in_regions(detect_fn, frame, tracker.search_regions(frame.shape))
-        return tracker.update(faces, t)
-    faces = []
-    if trusted:
-        regions = tracker.search_regions(frame.shape, size_px, align_px)
-        faces = detect_in_regions(roi_detect_fn, frame, regions, pad_to=size_px, detect_many=roi_detect_many)
-    if full:
-        new = merge_faces(faces, detect_fn(frame))[len(faces) :]
-        if new:
-            # Re-detect new faces in their own regions too, so their tracks start on the same
-            # kind of detection they will be updated with.
-            new_regions = [tracker.region_for(f.box_xyxy, frame.shape, size_px, align_px) for f in new]
-            refined = detect_in_regions(
-                roi_detect_fn, frame, new_regions, pad_to=size_px, detect_many=roi_detect_many
-            )
-            new = merge_faces(merge_faces([], refined), new)
-        faces = merge_faces(faces, new)
-    return tracker.update(faces, t)
-
-
-def _area(track: Track) -> float:
-    return track.face.area_px
-
-
-def _centre_dist(track: Track, cx: float, cy: float) -> float:
-    b = track.face.box_xyxy
-    return math.hypot((b[0] + b[2]) / 2.0 - cx, (b[1] + b[3]) / 2.0 - cy)
-
-
-def select_faces(
-    tracks: Sequence[Track],
-    policy: Policy,
-    frame_shape: Sequence[int],
-    max_faces: int,
-    previous_ids: Iterable[int] = (),
-    hysteresis: float = 0.2,
-) -> list[Track]:
-    """The tracks to swap under ``policy``.
-
-    all: up to ``max_faces``, largest first, but faces chosen last frame (``previous_ids``) keep
-    their place, so a face does not drop out just because another one grew a little.
-    largest / central: the one biggest / nearest-the-centre face; the previous choice is kept
-    unless another is better by more than ``hysteresis`` (a fraction of area; of face size in
-    distance), so two similar faces do not alternate frame by frame.
-    """
-    if not tracks or max_faces < 1:
-        return []
-    prev = set(previous_ids)
-    if policy == "all":
-        ordered = sorted(tracks, key=lambda tr: (tr.id not in prev, -_area(tr), tr.id))
-        return ordered[:max_faces]
-    if policy == "largest":
-        best = max(tracks, key=lambda tr: (_area(tr), -tr.id))
-        held = [tr for tr in tracks if tr.id in prev]
-        if held:
-            keep = max(held, key=_area)
-            if _area(keep) * (1.0 + hysteresis) >= _area(best):
-                return [keep]
-        return [best]
-    if policy == "central":
-        cy, cx = float(frame_shape[0]) / 2.0, float(frame_shape[1]) / 2.0
-        best = min(tracks, key=lambda tr: (_centre_dist(tr, cx, cy), tr.id))
-        held = [tr for tr in tracks if tr.id in prev]
-        if held:
-            keep = min(held, key=lambda tr: _centre_dist(tr, cx, cy))
-            margin = hysteresis * _face_size(best.face.box_xyxy)
-            if _centre_dist(keep, cx, cy) <= _centre_dist(best, cx, cy) + margin:
-                return [keep]
-        return [best]
-    raise ValueError(f"unknown face policy {policy!r}: use all, largest or central")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import getpass
 import os
+import pwd
+import shlex
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -85,6 +88,61 @@ class Report:
 def resolve(cfg: KioskConfig, path: str | Path) -> Path:
     """A config path, resolved against the config's folder, without ``..`` in what we print."""
     return Path(os.path.normpath(cfg.resolve(path)))
+
+
+#: The installed service (deploy/install.sh); its ``User=`` is the user the kiosk runs as.
+SERVICE_UNIT = Path("/etc/systemd/system/faceswap-kiosk.service")
+#: install.sh's default for that user.
+DEFAULT_SERVICE_USER = "kiosk"
+
+
+def service_user(unit: Path = SERVICE_UNIT) -> str | None:
+    """The user the kiosk service runs as (``User=`` of the installed unit, else ``kiosk``) when
+    that user exists on this machine; None on a desktop or a dev machine without it."""
+    name = DEFAULT_SERVICE_USER
+    try:
+        for line in unit.read_text(encoding="utf-8").splitlines():
+            if line.strip().startswith("User="):
+                name = line.split("=", 1)[1].strip() or name
+    except (OSError, UnicodeDecodeError):
+        pass
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return None
+    return name
+
+
+def existing_parent(path: Path) -> Path:
+    """``path`` or its nearest folder that exists."""
+    p = path.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def owner() -> str:
+    """Who should own the kiosk's folders here: the service user, else whoever runs the doctor."""
+    user = service_user()
+    if user:
+        return user
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "$USER"
+
+
+def make_dir_fix(path: Path) -> str:
+    """The command that creates folder ``path`` for the kiosk: owned by the service user on a
+    booth; on a desktop a plain ``mkdir -p`` (``sudo install -d -o $me`` where the parent is not
+    writable)."""
+    quoted = shlex.quote(str(path))
+    user = service_user()
+    if user:
+        return f"sudo install -d -o {user} {quoted}"
+    if os.access(existing_parent(path), os.W_OK):
+        return f"mkdir -p {quoted}"
+    return f"sudo install -d -o {owner()} {quoted}"
 
 
 def venv_pip(ctx: DoctorContext) -> str:

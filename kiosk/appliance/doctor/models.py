@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kiosk.appliance.doctor.core import CheckResult, DoctorContext, resolve
+from kiosk.appliance.doctor.core import CheckResult, DoctorContext, make_dir_fix, resolve, service_user
 
 
 def check_models(ctx: DoctorContext) -> list[CheckResult]:
@@ -67,7 +67,7 @@ def check_faces_dir(ctx: DoctorContext) -> list[CheckResult]:
                 "faces-dir",
                 False,
                 f"the faces folder {path} does not exist",
-                f"sudo install -d -o kiosk {path} and copy JPEG/PNG portraits into it",
+                f"{make_dir_fix(path)} and copy JPEG/PNG portraits into it",
             )
         ]
     extra = set(library.extra_photos)  # processing.source_face: checked by check_source_face
@@ -107,12 +107,14 @@ def check_source_face(ctx: DoctorContext) -> list[CheckResult]:
         ]
     path = resolve(ctx.cfg, proc.source_face)
     if not path.is_file():
+        user = service_user()
+        readable = f" (readable by user {user})" if user else ""
         return [
             CheckResult(
                 "source-face",
                 False,
                 f"the face image {path} does not exist",
-                f"copy a JPEG/PNG portrait to {path} (readable by user kiosk) or fix processing.source_face",
+                f"copy a JPEG/PNG portrait to {path}{readable} or fix processing.source_face",
             )
         ]
     if not os.access(path, os.R_OK):

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from kiosk import paths
-from kiosk.appliance.doctor.core import CheckResult, DoctorContext, resolve
+from kiosk.appliance.doctor.core import CheckResult, DoctorContext, existing_parent, owner, resolve
 
 GIB = 1024**3
 #: Free space below this is an error (the models need ~1.1 GB; logs and engine caches grow).
@@ -16,15 +16,8 @@ DISK_ERROR_BYTES = 1 * GIB
 DISK_WARN_BYTES = 3 * GIB
 
 
-def _existing_parent(path: Path) -> Path:
-    p = path.absolute()
-    while not p.exists() and p != p.parent:
-        p = p.parent
-    return p
-
-
 def _writable(path: Path) -> tuple[bool, str]:
-    target = path if path.is_dir() else _existing_parent(path)
+    target = path if path.is_dir() else existing_parent(path)
     try:
         with tempfile.NamedTemporaryFile(dir=target, prefix=".kiosk-doctor-"):
             pass
@@ -36,7 +29,7 @@ def _writable(path: Path) -> tuple[bool, str]:
 
 def check_disk(ctx: DoctorContext) -> list[CheckResult]:
     models_dir = resolve(ctx.cfg, ctx.cfg.models.dir)
-    where = _existing_parent(models_dir)
+    where = existing_parent(models_dir)
     free = shutil.disk_usage(where).free
     detail = f"{free / GIB:.1f} GiB free on the disk holding {models_dir}"
     if free < DISK_ERROR_BYTES:
@@ -70,7 +63,7 @@ def check_cache(ctx: DoctorContext) -> list[CheckResult]:
     # Only `kiosk models fetch` writes there; the kiosk itself only reads.
     results.append(
         CheckResult(
-            "models-dir-writable", ok, text, f"sudo chown -R $USER {_existing_parent(models_dir)}", "warning"
+            "models-dir-writable", ok, text, f"sudo chown -R $USER {existing_parent(models_dir)}", "warning"
         )
     )
     trt_dir = resolve(ctx.cfg, providers.trt_cache_dir)
@@ -81,7 +74,7 @@ def check_cache(ctx: DoctorContext) -> list[CheckResult]:
             "trt-cache-writable",
             ok,
             text + ("" if needed else " (TensorRT not in use)"),
-            f"sudo chown -R kiosk {_existing_parent(trt_dir)} (without it TensorRT rebuilds its engines, "
+            f"sudo chown -R {owner()} {existing_parent(trt_dir)} (without it TensorRT rebuilds its engines, "
             "minutes, at every start)",
             "error" if needed else "warning",
         )
@@ -99,7 +92,7 @@ def _check_kernel_cache() -> CheckResult:
         "kernel-cache-writable",
         ok,
         text,
-        f"sudo chown -R $USER {_existing_parent(folder)} or set NUMBA_CACHE_DIR to a writable folder "
+        f"sudo chown -R $USER {existing_parent(folder)} or set NUMBA_CACHE_DIR to a writable folder "
         "(without it every start compiles the pixel kernels again, seconds)",
         "warning",
     )

@@ -1,4 +1,5 @@
-"""Synthetic test clips with known face motion, for measuring tracking jitter, lag and flicker.
+"""Synthetic clips with known face motion, for measuring tracking jitter, lag and flicker (the
+tracking tests and the benchmarks ``benchmarks/jitter.py``, ``live_alignment.py``, ``tracking_rate.py``).
 
 A real photo is animated with a known per-frame affine motion and camera-like gaussian noise.
 The truth keypoints are the keypoints the detector finds once on the clean, un-moved first frame,
@@ -9,8 +10,8 @@ Photos and models are read from the environment at test time and are never commi
 ``../shared/media/astronaut_eileen_collins_nasa.png``, insightface's ``t1.jpg`` (6 faces),
 ``../shared/models/det_500m.onnx``. Helpers return ``None`` when one is absent so tests can skip.
 
-Also here: a minimal SCRFD decoder for ``det_500m`` (used when the project's detector in
-``kiosk.inference.detector`` is not importable) and the jitter / lag / flicker measures.
+Also here: the jitter / lag / flicker measures, and the live display replayed frame by frame
+(:func:`simulate_live`). Not part of the running kiosk.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from numpy.typing import NDArray
 
 from kiosk.types import Face
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout (kiosk/tools/motion_videos.py)
 SHARED = REPO.parent / "shared"
 FPS = 30.0
 FRAME_W, FRAME_H = 640, 480
@@ -56,119 +57,30 @@ def insightface_image(name: str) -> Path | None:
 # -- detector ------------------------------------------------------------------------------------
 
 
-class MiniScrfd:
-    """Just enough SCRFD (det_500m / det_2.5g / det_10g) to get faces: letterbox top-left, decode, NMS."""
-
-    def __init__(self, path: Path, det_size: int = 320, threshold: float = 0.5, nms_iou: float = 0.4):
-        import onnxruntime as ort
-
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3  # dynamic input sizes make ORT warn about shapes on every run
-        opts.intra_op_num_threads = 2
-        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        self.input_name = self.session.get_inputs()[0].name
-        self.det_size = det_size
-        self.threshold = threshold
-        self.nms_iou = nms_iou
-        self._grids: dict[int, NDArray[np.float32]] = {}
-
-    def _grid(self, stride: int) -> NDArray[np.float32]:
-        g = self._grids.get(stride)
-        if g is None:
-            n = self.det_size // stride
-            ys, xs = np.mgrid[:n, :n]
-            g = np.stack([xs, ys], axis=-1).reshape(-1, 2).astype(np.float32)
-            g = np.repeat(g, 2, axis=0) * np.float32(stride)
-            self._grids[stride] = g
-        return g
-
-    def __call__(self, image_bgr: NDArray[np.uint8]) -> list[Face]:
-        size = self.det_size
-        h, w = image_bgr.shape[:2]
-        ratio = min(size / h, size / w)
-        nh, nw = max(1, int(h * ratio)), max(1, int(w * ratio))
-        canvas = np.zeros((size, size, 3), np.uint8)
-        canvas[:nh, :nw] = cv2.resize(image_bgr, (nw, nh))
-        blob = cv2.dnn.blobFromImage(canvas, 1.0 / 128.0, (size, size), (127.5, 127.5, 127.5), swapRB=True)
-        outs = self.session.run(None, {self.input_name: blob})
-        scores, boxes, kps = [], [], []
-        for i, stride in enumerate((8, 16, 32)):
-            s = outs[i].reshape(-1)
-            pos = np.nonzero(s >= self.threshold)[0]
-            if pos.size == 0:
-                continue
-            anchors = self._grid(stride)[pos]
-            d = outs[i + 3].reshape(-1, 4)[pos] * stride
-            k = outs[i + 6].reshape(-1, 10)[pos] * stride
-            scores.append(s[pos])
-            boxes.append(np.concatenate([anchors - d[:, :2], anchors + d[:, 2:]], axis=1))
-            kps.append(k + np.tile(anchors, 5))
-        if not scores:
-            return []
-        sc = np.concatenate(scores)
-        bx = np.concatenate(boxes) / ratio
-        kp = np.concatenate(kps) / ratio
-        keep = _nms(bx, sc, self.nms_iou)
-        return [
-            Face(
-                box_xyxy=bx[i].astype(np.float32),
-                score=float(sc[i]),
-                kps=kp[i].reshape(5, 2).astype(np.float32),
-            )
-            for i in keep
-        ]
-
-
-def _nms(boxes: NDArray[np.floating], scores: NDArray[np.floating], iou: float) -> list[int]:
-    order = list(np.argsort(-scores, kind="stable"))
-    keep: list[int] = []
-    area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-    while order:
-        i = order.pop(0)
-        keep.append(int(i))
-        rest = np.array(order, dtype=np.int64)
-        if rest.size == 0:
-            break
-        ix0 = np.maximum(boxes[i, 0], boxes[rest, 0])
-        iy0 = np.maximum(boxes[i, 1], boxes[rest, 1])
-        ix1 = np.minimum(boxes[i, 2], boxes[rest, 2])
-        iy1 = np.minimum(boxes[i, 3], boxes[rest, 3])
-        inter = np.clip(ix1 - ix0, 0, None) * np.clip(iy1 - iy0, 0, None)
-        ov = inter / (area[i] + area[rest] - inter + 1e-9)
-        order = [int(j) for j, o in zip(rest, ov, strict=True) if o <= iou]
-    return keep
-
-
 def load_detector(det_size: int = 320, path: Path | None = None) -> tuple[DetectFn, str] | None:
     """A real detector as ``detect(image_bgr) -> list[Face]`` and a description, or ``None``.
 
     ``path``: the ONNX file (default ``../shared/models/det_500m.onnx``); ``None`` is returned when
     it is absent. Uses the project's detector for the file's spec (``kiosk.inference.specs``) when it
-    is importable and works; otherwise the minimal SCRFD decoder above. Both reproduce insightface's
-    SCRFD decoding.
+    (``kiosk.inference.detector``, which reproduces insightface's SCRFD decoding) on the CPU.
     """
     if path is None:
         path = shared_file("models", "det_500m.onnx")
     if path is None or not path.is_file():
         return None
-    try:
-        import onnxruntime as ort
+    import onnxruntime as ort
 
-        from kiosk.inference.detector import make_detector  # type: ignore[import-not-found,unused-ignore]
-        from kiosk.inference.specs import spec_for_file  # type: ignore[import-not-found,unused-ignore]
+    from kiosk.inference.detector import make_detector
+    from kiosk.inference.specs import spec_for_file
 
-        spec = spec_for_file("detector", path)
-        opts = ort.SessionOptions()
-        opts.log_severity_level = 3
-        opts.intra_op_num_threads = 2
-        sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
-        det = make_detector(sess, spec, path, "cpu", det_size=det_size)
-        probe = np.zeros((64, 64, 3), np.uint8)
-        det.detect(probe)
-        return det.detect, f"kiosk.inference.detector.{type(det).__name__}({spec.id}, det_size={det_size})"
-    except Exception:  # noqa: BLE001 - not committed yet, or an API change: fall back
-        mini = MiniScrfd(path, det_size=det_size)
-        return mini, f"tests.motion_videos.MiniScrfd({path.stem}, det_size={det_size})"
+    spec = spec_for_file("detector", path)
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3  # dynamic input sizes make ORT warn about shapes on every run
+    opts.intra_op_num_threads = 2
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    det = make_detector(sess, spec, path, "cpu", det_size=det_size)
+    det.detect(np.zeros((64, 64, 3), np.uint8))  # the first run is slow: keep it out of any timing
+    return det.detect, f"kiosk.inference.detector.{type(det).__name__}({spec.id}, det_size={det_size})"
 
 
 # -- clips ---------------------------------------------------------------------------------------
@@ -487,8 +399,9 @@ def run_tracker(
     seed: int = 1,
     roi: tuple[int, int] | None = None,
 ) -> TrackRun:
-    """Run ``kiosk.processing.tracking.detect_and_track`` over ``clip``; optionally drop detections at random."""
-    from kiosk.processing.tracking import FaceTracker, detect_and_track
+    """Run ``kiosk.processing.face_search.detect_and_track`` over ``clip``; optionally drop detections at random."""
+    from kiosk.processing.face_search import detect_and_track
+    from kiosk.processing.tracking import FaceTracker
 
     assert isinstance(tracker, FaceTracker)
     rng = np.random.default_rng(seed)
@@ -535,7 +448,8 @@ def every_kth(
     processed frame on (a track is reported from its second detection), and the number of
     face-frames the tracker left unreported. ``tracker``: a ``FaceTracker`` to use (default: one
     with the pipeline's settings and ``detect_every``)."""
-    from kiosk.processing.tracking import FaceTracker, detect_and_track
+    from kiosk.processing.face_search import detect_and_track
+    from kiosk.processing.tracking import FaceTracker
 
     tracker = tracker if tracker is not None else FaceTracker(detect_every=detect_every)
     assert isinstance(tracker, FaceTracker)
@@ -676,7 +590,8 @@ def tracked_results(
     """For :func:`simulate_live`: the faces a result carries with ``processing.tracking: true``,
     the pipeline's tracker fed the processed frames only (in order, with their times), as the
     pipeline feeds it. Call it with frames of ``clip``, in order."""
-    from kiosk.processing.tracking import FaceTracker, detect_and_track, roi_geometry
+    from kiosk.processing.face_search import detect_and_track, roi_geometry
+    from kiosk.processing.tracking import FaceTracker
 
     tracker = FaceTracker()
     index = {id(f): i for i, f in enumerate(clip.frames)}
