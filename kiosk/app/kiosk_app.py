@@ -565,7 +565,6 @@ class KioskApp:
 
             # keepsake.enabled applies at the next start: the server runs until then
             self.keepsake_flow.options = dataclasses.replace(FlowOptions.of(new.keepsake), enabled=True)
-            self.session.keepsake_options = self.keepsake_flow.options
         plan = plan_reload(old, new)
         if not plan:
             return plan
@@ -712,14 +711,13 @@ class KioskApp:
 
     # -- keepsakes -----------------------------------------------------------------------------
     def _open_keepsake_flow(self) -> None:
-        """The on-screen flow, once the keepsake service runs (one that could not start leaves the
-        booth without keepsakes; its staff line says why)."""
-        if self.keepsakes is None or not self.keepsakes.available:
+        """The on-screen flow of the keepsake service (whose server starts in the background: the
+        key is taken, and the banner says photos are kept, only while it serves)."""
+        if self.keepsakes is None:
             return
         from kiosk.keepsake.flow import FlowOptions, KeepsakeFlow
 
         self.keepsake_flow = KeepsakeFlow(FlowOptions.of(self.cfg.keepsake), self._keep)
-        self.session.keepsake_options = self.keepsake_flow.options
 
     def _keep(self, jpeg: bytes) -> Saved:
         """Store a kept photo (the flow's worker thread): the address its QR code encodes."""
@@ -734,6 +732,9 @@ class KioskApp:
         flow = self.keepsake_flow
         if flow is None:
             return
+        serving = self.keepsakes is not None and self.keepsakes.available
+        # the session applies the key (and the banner tells) only while the server serves
+        self.session.keepsake_options = flow.options if serving else None
         for _ in range(actions.count("keepsake")):
             flow.press(mono)
         kv = flow.step(self._copy_picture, mono)
