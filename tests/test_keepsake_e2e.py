@@ -48,7 +48,7 @@ if XDOTOOL is None:
 WIN = (640, 360)
 
 
-def booth(tmp_path: Path, port: int, keepsake: str, processing: str = "") -> Path:
+def booth(tmp_path: Path, port: int, keepsake: str, processing: str = "", mode: str = "synced") -> Path:
     det = shared_model("det_500m.onnx")
     scene = cv2.imread(str(insightface_image("t1.jpg")))
     models = tmp_path / "models"
@@ -63,7 +63,7 @@ def booth(tmp_path: Path, port: int, keepsake: str, processing: str = "") -> Pat
     (tmp_path / "booth.yaml").write_text(
         f"""
 source: {{kind: image, path: scene.png, image_fps: 15, mirror: false}}
-display: {{width: {WIN[0]}, height: {WIN[1]}, vsync: false, max_fps: 30, title: keepsake-e2e}}
+display: {{width: {WIN[0]}, height: {WIN[1]}, vsync: false, max_fps: 30, title: keepsake-e2e, mode: {mode}}}
 processing: {{det_size: 640, max_faces: 6, tracking: true{processing}}}
 models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
@@ -217,8 +217,13 @@ def picture_region(img: np.ndarray, camera_hw: tuple[int, int]) -> tuple[slice, 
     return slice(y0, y0 + ph), slice(x0, x0 + pw)
 
 
-def test_key_countdown_still_qr_fetch_per_visitor(tmp_path: Path, xvfb_display: str) -> None:
-    folder = booth(tmp_path, 18101, "countdown_s: 2, show_s: 12", ", assign: per_visitor")
+@pytest.mark.parametrize(("mode", "port"), [("synced", 18101), ("live", 18103)])
+def test_key_countdown_still_qr_fetch_per_visitor(
+    tmp_path: Path, xvfb_display: str, mode: str, port: int
+) -> None:
+    """display.mode synced: the still is the processed frame; live: the newest camera frame with
+    the swapped crops the tracker carries onto it."""
+    folder = booth(tmp_path, port, "countdown_s: 2, show_s: 12", ", assign: per_visitor", mode)
     scene = cv2.imread(str(folder / "scene.png"))
     k = Kiosk(folder, xvfb_display)
     try:
@@ -241,7 +246,7 @@ def test_key_countdown_still_qr_fetch_per_visitor(tmp_path: Path, xvfb_display: 
         url = k.wait(k.qr_text, 30, "a QR code on screen")
         t_qr = time.monotonic()
         shown = k.screen()
-        assert url.startswith("http://127.0.0.1:18101/p/")
+        assert url.startswith(f"http://127.0.0.1:{port}/p/")
         assert len(k.stored()) == 1
         # -- the visitor's phone: the page, then the photo
         page = requests.get(url, timeout=10)
