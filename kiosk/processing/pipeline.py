@@ -28,7 +28,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.config import KioskConfig, MaskConfig, ProcessingConfig
+from kiosk.config import KioskConfig, ProcessingConfig
 from kiosk.inference import color as color_mod
 from kiosk.inference import mask as mask_mod
 from kiosk.inference.align import align_matrix, arcface_template
@@ -61,8 +61,6 @@ __all__ = [
     "SwapPipeline",
     "TrackingOptions",
     "build_processor",
-    "color_options",
-    "mask_options",
     "model_paths",
     "open_detector",
     "open_parser",
@@ -99,23 +97,6 @@ def missing_models(cfg: KioskConfig, include_enhancer: bool | None = None) -> li
         if not p.is_file():
             out.append(p)
     return out
-
-
-def mask_options(mask: MaskConfig) -> MaskOptions:
-    """The mask module's options from the ``mask:`` config section."""
-    top, right, bottom, left = mask.padding
-    return MaskOptions(
-        shape=mask.shape,
-        padding=(top, right, bottom, left),
-        feather=mask.feather,
-        mouth=mask.mouth,
-        occlusion=mask.occlusion,
-    )
-
-
-def color_options(proc: ProcessingConfig) -> ColorOptions:
-    """The colour correction's options from ``processing.color_correction`` / ``color_strength``."""
-    return ColorOptions(method=proc.color_correction, strength=proc.color_strength)
 
 
 def read_image(path: str | Path) -> FrameBGR:
@@ -203,7 +184,7 @@ class TrackingOptions:
     hold_frames: int = 5
 
     @classmethod
-    def from_config(cls, proc: ProcessingConfig) -> TrackingOptions:
+    def of(cls, proc: ProcessingConfig) -> TrackingOptions:
         return cls(
             detect_every=proc.detect_every,
             roi_det_size=proc.roi_det_size,
@@ -332,10 +313,10 @@ class SwapPipeline:
             enhance=use_enh,
             enhance_blend=proc.enhance_blend,
             gpu_requested=gpu,
-            tracking=TrackingOptions.from_config(proc) if proc.tracking else None,
+            tracking=TrackingOptions.of(proc) if proc.tracking else None,
             face_policy=proc.face_policy,
-            mask=mask_options(cfg.mask),
-            color=color_options(proc),
+            mask=MaskOptions.of(cfg.mask),
+            color=ColorOptions.of(proc),
             swap_resolution=proc.swap_resolution,
             # mask.occlusion: the face parser (models.parser; a missing file is a missing model).
             face_parser=open_parser(cfg),
