@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -50,6 +50,8 @@ from kiosk.processing.tracking import FaceTracker, Policy, Track
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import FaceLibrary
     from kiosk.processing.pipelined import PipelinedDetection
 
 log = logging.getLogger(__name__)
@@ -804,8 +806,8 @@ class SwapProcessor:
         *,
         composite: str = "cpu",
         notice: str = "",
-        library: Any = None,
-        controls: Any = None,
+        library: FaceLibrary | None = None,
+        controls: ControlState | None = None,
         rescan_s: float = 2.0,
         scan_budget_s: float | None = None,
         model_digest: str = "",
