@@ -237,6 +237,23 @@ if [ "${systemd_version:-0}" -ge 254 ] 2>/dev/null; then
 else
     drop "$DROPIN_DIR/backoff.conf"
 fi
+# Keepsakes (docs/keepsakes.md): the unit as shipped has no network at all; with keepsake.enabled
+# the installed kiosk writes a drop-in from the config that opens the listen port to keepsake.allow.
+# Run install.sh again (or `kiosk keepsake network --output ...`) after changing those keys.
+KIOSK_EXE=$ROOT$PREFIX/.venv/bin/kiosk
+if [ -x "$KIOSK_EXE" ]; then
+    net=$(mktemp)
+    if "$KIOSK_EXE" keepsake network --config "$ROOT$CONFIG_DIR/kiosk.yaml" >"$net"; then
+        if [ -s "$net" ]; then
+            put_file "$net" "$DROPIN_DIR/keepsake.conf" 0644
+        else
+            drop "$DROPIN_DIR/keepsake.conf"
+        fi
+    else
+        warn "keepsake network rules not written (fix $CONFIG_DIR/kiosk.yaml, then run install.sh again)"
+    fi
+    rm -f "$net"
+fi
 put_file "$SRC/deploy/system/journald-faceswap-kiosk.conf" /etc/systemd/journald.conf.d/faceswap-kiosk.conf 0644
 put_file "$SRC/deploy/system/logind-faceswap-kiosk.conf" /etc/systemd/logind.conf.d/faceswap-kiosk.conf 0644
 put_file "$SRC/deploy/system/70-faceswap-kiosk.rules" /etc/udev/rules.d/70-faceswap-kiosk.rules 0644

@@ -24,6 +24,7 @@ DIST_NAME = "faceswap-kiosk"
 DATA_DIR_ENV = "KIOSK_DATA_DIR"
 CACHE_DIR_ENV = "KIOSK_CACHE_DIR"
 MODELS_DIR_ENV = "KIOSK_MODELS_DIR"
+KEEPSAKE_DIR_ENV = "KIOSK_KEEPSAKE_DIR"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -84,6 +85,16 @@ def data_dir() -> Path:
     if root is not None:
         return root
     return _xdg("XDG_DATA_HOME", ".local/share")
+
+
+def keepsake_dir() -> Path:
+    """Where visitors' keepsake photos are kept while they live: ``$KIOSK_KEEPSAKE_DIR`` (a tmpfs,
+    for example), else ``keepsakes/`` in the state folder (:func:`data_dir`; the service's
+    ``$STATE_DIRECTORY``, /var/lib/faceswap-kiosk)."""
+    value = os.environ.get(KEEPSAKE_DIR_ENV, "")
+    if value:
+        return Path(value).expanduser()
+    return data_dir() / "keepsakes"
 
 
 def cache_dir() -> Path:

@@ -54,7 +54,7 @@ def _candidates(value: Any, annotation: Any) -> list[Any]:
     elif isinstance(value, int | float):
         out += [value + 1, value * 2, value / 2, value - 1, 1]
     elif isinstance(value, str):
-        out += [value + "x", "other.onnx"]
+        out += [value + "x", "other.onnx", "127.0.0.1:18199"]  # the last: an address:port
     elif isinstance(value, tuple):
         out.append(tuple(0.1 for _ in value))
     elif isinstance(value, list):
@@ -66,7 +66,15 @@ def _candidates(value: Any, annotation: Any) -> list[Any]:
             for cand in _candidates(getattr(value, name), field.annotation):
                 out.append(value.model_copy(update={name: cand}))
     elif value is None:
-        out += ["faces", "photo.jpg", True, "other.onnx", "kiosk.prom"]
+        out += [
+            "faces",
+            "photo.jpg",
+            True,
+            "other.onnx",
+            "kiosk.prom",
+            "http://192.168.1.10:8088",
+            "lp {file}",
+        ]
     return out
 
 

@@ -100,6 +100,7 @@ class Counters:
     attract: bool
     snapshots_written: int
     thread_restarts: int
+    keepsakes: dict[str, int] | None = None  # KeepsakeService.metrics() while keepsakes are on
 
 
 def _ms(v: float | None) -> float | None:
@@ -184,6 +185,7 @@ def stats_dict(c: Counters) -> dict[str, Any]:
         "attract": c.attract,
         "snapshots_written": c.snapshots_written,
         "thread_restarts": c.thread_restarts,
+        "keepsakes": c.keepsakes,
     }
 
 

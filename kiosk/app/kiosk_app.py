@@ -55,6 +55,7 @@ from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 
 if TYPE_CHECKING:
+    from kiosk.keepsake.service import KeepsakeService
     from kiosk.render.shots import ShotWriter
 
 log = logging.getLogger(__name__)
@@ -205,6 +206,7 @@ class KioskApp:
         self._past_process_sum = 0.0
         self._past_process_samples = 0
         self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
+        self.keepsakes: KeepsakeService | None = None  # keepsake.enabled, while run() runs
         self._t_start = 0.0
         self._t_start_unix = 0.0
         self._t_last_result = 0.0
@@ -452,6 +454,7 @@ class KioskApp:
             attract=self.attract,
             snapshots_written=self.snapshots_written,
             thread_restarts=self.thread_restarts,
+            keepsakes=self.keepsakes.metrics() if self.keepsakes is not None and detailed else None,
         )
 
     # -- overlay ---------------------------------------------------------------------------
@@ -544,6 +547,8 @@ class KioskApp:
         # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
         # (keys that rebuild nothing), so it follows every change, before the plan is looked at.
         self.session.cfg = new
+        if self.keepsakes is not None:  # limits, page text, printing: read where used
+            self.keepsakes.apply(new.keepsake)
         plan = plan_reload(old, new)
         if not plan:
             return plan
@@ -660,6 +665,10 @@ class KioskApp:
             return
         self._shot_writer().screenshot(path, surface.read_rgb())
 
+    def _staff_problem(self) -> str:
+        """The staff warning line: a config problem, else the keepsakes' (server down, print failed)."""
+        return self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
+
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
         return status_line(counters if counters is not None else self.counters())
@@ -743,6 +752,10 @@ class KioskApp:
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
+        if self.cfg.keepsake.enabled:  # aiohttp is imported only for a booth that shares photos
+            from kiosk.keepsake.service import open_keepsakes
+
+            self.keepsakes = open_keepsakes(self.cfg)
         self._start_workers()
         o = self.loop_options
         self._schedule = _Schedule(
@@ -754,17 +767,20 @@ class KioskApp:
             if self.opts.screenshot is not None:  # the last frame, drawn once more for the PNG
                 size = self.surface.begin_frame()
                 mono = time.monotonic()
-                final = self.session.view(mono, self._config_problem)
+                final = self.session.view(mono, self._staff_problem())
                 self.renderer.draw(size, self._overlay, booth=final.booth, now=mono)
                 self._write_screenshot(self.surface)
         finally:
             notifier.stopping()
             self._close_shots()  # the last screenshot is on disk when run returns
             self.shutdown()
+            if self.keepsakes is not None:  # the server stops, the photos go (unless keep_on_disk)
+                self.keepsakes.close()
             self.write_stats()
             if self.monitor is not None:
                 self.monitor.close(self.stats())  # up 0
                 self.monitor = None
+            self.keepsakes = None
             notifier.close()
             self.renderer.release()
             self.surface.close()
@@ -789,7 +805,7 @@ class KioskApp:
         shown = self._picture(self.renderer, result)
         # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
         mono = time.monotonic()
-        view = self.session.step(self.surface.poll_events(), result, mono, self._config_problem)
+        view = self.session.step(self.surface.poll_events(), result, mono, self._staff_problem())
         if view.quit_requested:
             self.stop.set()
         booth = view.booth

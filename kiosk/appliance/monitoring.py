@@ -33,6 +33,9 @@ PREFIX = "faceswap_kiosk_"
 #: Every state the capture thread reports (kiosk/capture/thread.py); one series each, 1 for the current one.
 SOURCE_STATES = ("starting", "running", "reconnecting", "stopped")
 
+#: stats()["keepsakes"] counters reported as faceswap_kiosk_keepsakes_total{event=...}.
+_KEEPSAKE_EVENTS = ("taken", "downloaded", "printed", "print_failed", "expired", "evicted")
+
 #: stats()["frames"] keys → the stage label also used by faceswap_kiosk_fps.
 _STAGE_OF = {"captured": "capture", "processed": "processing", "rendered": "render"}
 
@@ -213,6 +216,26 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
     t.one(
         "snapshots_total", "counter", "Snapshots saved since the kiosk started.", stats["snapshots_written"]
     )
+    keepsakes = stats.get("keepsakes")
+    if keepsakes:  # keepsake.enabled
+        t.family(
+            "keepsakes_total",
+            "counter",
+            "Keepsake photos since the kiosk started: taken, downloaded (JPEGs served), printed, "
+            "print_failed, expired (deleted after keepsake.ttl_s), evicted (deleted early for max_photos/max_mb).",
+            [("", {"event": k}, keepsakes[k]) for k in _KEEPSAKE_EVENTS],
+        )
+        t.family(
+            "keepsake_refused_requests_total",
+            "counter",
+            "Requests to the keepsake web server refused: answered with an error (404, 405, 410, 413, "
+            "429, 400), or their connection closed over the connection caps.",
+            [
+                ("", {"how": "answer"}, keepsakes["refused"]),
+                ("", {"how": "connection"}, keepsakes.get("connections_refused", 0)),
+            ],
+        )
+        t.one("keepsakes_stored", "gauge", "Keepsake photos kept right now.", keepsakes["stored"])
     return "\n".join(t.lines) + "\n"
 
 

@@ -15,6 +15,7 @@ _COMMAND_MODULES = (
     "kiosk.cli.commands",
     "kiosk.cli.models",
     "kiosk.appliance.cli",
+    "kiosk.keepsake.cli",
     "kiosk.tools.bench_cli",
 )
 

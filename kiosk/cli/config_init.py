@@ -30,6 +30,8 @@ PATH_KEYS = frozenset(
         "logging.file",
         "monitoring.textfile",
         "source.path",
+        "keepsake.tls_cert",
+        "keepsake.tls_key",
     }
 )
 

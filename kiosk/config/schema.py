@@ -7,11 +7,14 @@ whose ``problems`` are one-line messages of the form ``file:line: key.path: mess
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
+import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kiosk.bindings import ACTIONS, DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
 
@@ -438,6 +441,146 @@ class MonitoringConfig(_Section):
         return v
 
 
+def _host_port(v: str) -> tuple[str, int]:
+    """``"0.0.0.0:8088"`` / ``"[::]:8088"`` → (host, port); ValueError with the fix otherwise."""
+    host, sep, port = v.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]") if host.startswith("[") else host
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError("must be address:port, e.g. 0.0.0.0:8088 (all interfaces) or 192.168.1.10:8088")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        raise ValueError(f"{host} is not an IP address; use e.g. 0.0.0.0:8088 or 192.168.1.10:8088") from None
+    return host, int(port)
+
+
+def _default_allow() -> list[str]:
+    return ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
+
+
+class KeepsakeConfig(_Section):
+    enabled: bool = Field(
+        False,
+        description="Let visitors take the swapped photo home: the keepsake action, a QR code, a small web "
+        "server on the booth's network. Off: no photo is stored, the kiosk has no network at all.",
+    )
+    countdown_s: int = Field(3, ge=0, le=10, description="Countdown before the photo is taken; 0: at once.")
+    show_s: float = Field(
+        20.0, ge=2, le=300, description="How long the frozen photo and its QR code stay on screen."
+    )
+    confirm: bool = Field(
+        False,
+        description="Ask the visitor to press again to keep the photo; without the second press nothing "
+        "is stored.",
+    )
+    listen: str = Field(
+        "0.0.0.0:8088",
+        description="Address and port the keepsake web server listens on (0.0.0.0: every interface).",
+    )
+    url_base: str | None = Field(
+        None,
+        description="What the QR code encodes before /p/<token>, e.g. http://192.168.1.10:8088 (the "
+        "booth's Wi-Fi address); null: the address of the interface that routes to the booth LAN.",
+    )
+    tls_cert: str | None = Field(
+        None, description="PEM certificate for HTTPS (relative to the config file); null: plain HTTP."
+    )
+    tls_key: str | None = Field(None, description="PEM private key of tls_cert (relative to the config).")
+    ttl_s: float = Field(
+        900.0,
+        ge=30,
+        le=7 * 24 * 3600,
+        description="A photo is deleted this long after it is taken; its address then answers 410 Gone.",
+    )
+    max_photos: int = Field(
+        50, ge=1, le=10_000, description="Keep at most this many photos (the oldest is deleted first)."
+    )
+    max_mb: float = Field(
+        200.0, ge=1, le=100_000, description="Keep at most this many megabytes of photos (oldest go first)."
+    )
+    keep_on_disk: bool = Field(
+        False,
+        description="Keep the photos when the kiosk starts and exits; false deletes every keepsake at "
+        "start-up and at a clean exit.",
+    )
+    print_command: str | None = Field(
+        None,
+        description="Print each kept photo with this command, {file} replaced by the JPEG's path "
+        "(e.g. lp -d booth -o fit-to-page {file}); run without a shell; null: no printing.",
+    )
+    print_timeout_s: float = Field(
+        60.0, ge=1, le=600, description="A print command running longer than this is stopped."
+    )
+    allow: list[str] = Field(
+        default_factory=_default_allow,
+        description="Networks (CIDR) whose phones may fetch photos: the booth LAN. The systemd unit's "
+        "IPAddressAllow= (everything else is denied).",
+    )
+    event_name: str = Field(
+        "", max_length=120, description="The event's name on the visitor's photo page; empty: none."
+    )
+
+    @field_validator("listen", mode="before")
+    @classmethod
+    def _listen(cls, v: Any) -> Any:
+        _host_port(str(v) if isinstance(v, int | str) and not isinstance(v, bool) else "?")
+        return v
+
+    @field_validator("url_base")
+    @classmethod
+    def _url_base(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not re.fullmatch(r"https?://[A-Za-z0-9.\-\[\]:]+(:[0-9]{1,5})?/?", v):
+            raise ValueError(
+                "must be http(s)://host[:port] with nothing after it, e.g. http://192.168.1.10:8088"
+            )
+        return v.rstrip("/")
+
+    @field_validator("print_command")
+    @classmethod
+    def _print_command(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            words = shlex.split(v)
+        except ValueError as exc:
+            raise ValueError(f"cannot be split into words ({exc}); check the quotes") from None
+        if not words:
+            raise ValueError("is empty; use null to turn printing off")
+        if not any("{file}" in w for w in words):
+            raise ValueError("must contain {file} (the photo's path), e.g. lp -d booth {file}")
+        return v
+
+    @field_validator("allow")
+    @classmethod
+    def _allow(cls, v: list[str]) -> list[str]:
+        out = []
+        for item in v:
+            try:
+                out.append(str(ipaddress.ip_network(item, strict=False)))
+            except ValueError:
+                raise ValueError(
+                    f"{item} is not a network; use CIDR such as 192.168.1.0/24 or 10.0.0.0/8"
+                ) from None
+        if not out:
+            raise ValueError(
+                "is empty: no phone could fetch a photo; name the booth LAN, e.g. 192.168.1.0/24"
+            )
+        return out
+
+    @model_validator(mode="after")
+    def _tls_pair(self) -> KeepsakeConfig:
+        if self.enabled and (self.tls_cert is None) != (self.tls_key is None):
+            missing = "tls_key" if self.tls_key is None else "tls_cert"
+            raise ValueError(f"{missing} is missing: HTTPS needs both tls_cert and tls_key (or neither)")
+        return self
+
+    def listen_host_port(self) -> tuple[str, int]:
+        """``listen`` split into (host, port)."""
+        return _host_port(self.listen)
+
+
 class KioskConfig(_Section):
     source: SourceConfig = Field(default_factory=SourceConfig)  # type: ignore[arg-type]
     display: DisplayConfig = Field(default_factory=DisplayConfig)  # type: ignore[arg-type]
@@ -451,6 +594,7 @@ class KioskConfig(_Section):
     overlay: OverlayConfig = Field(default_factory=OverlayConfig)  # type: ignore[arg-type]
     logging: LoggingConfig = Field(default_factory=LoggingConfig)  # type: ignore[arg-type]
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)  # type: ignore[arg-type]
+    keepsake: KeepsakeConfig = Field(default_factory=KeepsakeConfig)  # type: ignore[arg-type]
     #: Folder of the YAML file; relative paths in the config resolve against it. Not a YAML key.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 

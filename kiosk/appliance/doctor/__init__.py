@@ -6,7 +6,7 @@ itself reported as a problem. The kiosk can run when no check failed with severi
 
 One module per concern: :mod:`.packages`, :mod:`.gpu` (ONNX Runtime providers, driver, CUDA
 libraries), :mod:`.display`, :mod:`.camera` (the picture source), :mod:`.models` (model files, face
-library, source face) and :mod:`.storage` (disk, writable caches); :mod:`.core` holds what they
+library, source face) and :mod:`.storage` (disk, writable caches), :mod:`.keepsake` (port, QR address, printer); :mod:`.core` holds what they
 share. Heavy modules are imported inside the checks, so a broken package shows up as a failed check
 rather than as a traceback.
 """
@@ -27,6 +27,7 @@ from kiosk.appliance.doctor.core import (
 )
 from kiosk.appliance.doctor.display import check_display
 from kiosk.appliance.doctor.gpu import check_providers
+from kiosk.appliance.doctor.keepsake import check_keepsake
 from kiosk.appliance.doctor.models import check_faces_dir, check_models, check_source_face
 from kiosk.appliance.doctor.packages import check_packages
 from kiosk.appliance.doctor.storage import check_cache, check_disk
@@ -46,6 +47,7 @@ __all__ = [
     "check_disk",
     "check_display",
     "check_faces_dir",
+    "check_keepsake",
     "check_models",
     "check_packages",
     "check_providers",
@@ -69,6 +71,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("faces-dir", check_faces_dir),
     ("disk", check_disk),
     ("cache", check_cache),
+    ("keepsake", check_keepsake),
 )
 
 

@@ -30,6 +30,7 @@ _FALLBACK_REQUIREMENTS = (
     "pydantic>=2.6",
     "PyYAML>=6.0",
     "Pillow>=10.1",
+    "aiohttp>=3.9",
 )
 
 

@@ -1,0 +1,250 @@
+"""The keepsake web server in a process of its own, so no request can take the render loop's time.
+
+A server thread in the kiosk's process shares the interpreter lock with the render loop: a burst of
+a few hundred requests a second cost a render-like loop 15 % of its frames
+(``benchmarks/keepsake_burst.py``). :class:`KeepsakeServerProcess` runs the same
+:class:`~kiosk.keepsake.server.KeepsakeServer` in a child process started with ``spawn`` (never a
+fork of a process holding GL, CUDA and camera threads). The kiosk's :class:`KeepsakeStore` stays
+the one owner of the photos (it writes and deletes the files); the child serves a read-only
+:class:`StoreMirror` of its index, told every addition and deletion in order through a queue
+(putting on it never blocks the caller). The child's counters come back through shared memory; it
+exits when told to, or by itself when the kiosk's process is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+from kiosk.config import KeepsakeConfig
+from kiosk.keepsake.counts import COUNT_FIELDS
+from kiosk.keepsake.store import (
+    GONE_MEMORY,
+    Found,
+    KeepsakeError,
+    KeepsakeRecord,
+    KeepsakeStore,
+    Lookup,
+    is_token,
+)
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 30.0
+#: The server process's niceness (lower CPU priority than the kiosk's render loop).
+NICE = 10  # spawn imports aiohttp afresh: seconds on a loaded booth
+
+
+class StoreMirror:
+    """The child's view of the kiosk's store: lookup/read/sweep like :class:`KeepsakeStore`, fed by
+    :meth:`apply`. A record past its expiry answers GONE even before the kiosk's sweep deletes it."""
+
+    def __init__(self, clock: Any = time.time) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._records: dict[str, KeepsakeRecord] = {}
+        self._gone: OrderedDict[str, None] = OrderedDict()
+
+    def apply(self, message: tuple[str, Any]) -> None:
+        kind, value = message
+        with self._lock:
+            if kind == "add":
+                self._records[value.token] = value
+            elif kind == "gone":
+                self._records.pop(value, None)
+                self._gone[value] = None
+                while len(self._gone) > GONE_MEMORY:
+                    self._gone.popitem(last=False)
+
+    def lookup(self, token: str) -> Lookup:
+        if not is_token(token):
+            return Lookup(Found.UNKNOWN)
+        with self._lock:
+            rec = self._records.get(token)
+            if rec is not None and rec.expires > self._clock():
+                return Lookup(Found.OK, rec)
+            if rec is not None or token in self._gone:
+                return Lookup(Found.GONE)
+        return Lookup(Found.UNKNOWN)
+
+    def read(self, token: str) -> tuple[Lookup, bytes | None]:
+        found = self.lookup(token)
+        if found.record is None:
+            return found, None
+        try:
+            return found, found.record.path.read_bytes()
+        except OSError:  # deleted by the kiosk in between
+            return Lookup(Found.GONE), None
+
+    def sweep(self) -> int:
+        now = self._clock()
+        with self._lock:
+            old = [t for t, r in self._records.items() if r.expires <= now]
+            for token in old:
+                del self._records[token]
+                self._gone[token] = None
+        return len(old)
+
+
+def _child(
+    cfg: KeepsakeConfig,
+    inbox: multiprocessing.Queue[Any],
+    outbox: multiprocessing.Queue[Any],
+    counts: Any,
+    parent_pid: int,
+) -> None:
+    """The server process: serve a mirror of the store until told to stop or the kiosk is gone."""
+    from kiosk.keepsake.server import KeepsakeServer  # aiohttp: in this process only
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the kiosk stops us
+    with contextlib.suppress(OSError):  # the render loop wins any fight for the CPU
+        os.nice(NICE)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    mirror = StoreMirror()
+    stop = threading.Event()
+    server_box: list[Any] = []
+
+    def receive() -> None:
+        while not stop.is_set():
+            try:
+                message = inbox.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            except (EOFError, OSError):
+                stop.set()
+                return
+            if message[0] == "stop":
+                stop.set()
+            elif message[0] == "cfg" and server_box:
+                server_box[0].update(message[1])
+            else:
+                mirror.apply(message)
+
+    threading.Thread(target=receive, name="keepsake-inbox", daemon=True).start()
+    try:
+        server = KeepsakeServer(mirror, cfg).start()
+    except KeepsakeError as exc:
+        outbox.put(("error", str(exc)))
+        return
+    server_box.append(server)
+    outbox.put(("ready", server.port, server.url_base))
+    try:
+        while not stop.wait(0.5):
+            for i, name in enumerate(COUNT_FIELDS):
+                counts[i] = getattr(server.counts, name)
+            if os.getppid() != parent_pid:  # the kiosk died without telling us
+                break
+            if not server.is_alive():
+                break
+    finally:
+        for i, name in enumerate(COUNT_FIELDS):
+            counts[i] = getattr(server.counts, name)
+        server.stop()
+
+
+class SharedCounts:
+    """The child's :class:`ServerCounts`, read from shared memory (updated twice a second)."""
+
+    def __init__(self, array: Any) -> None:
+        self._array = array
+
+    @property
+    def pages(self) -> int:
+        return int(self._array[0])
+
+    @property
+    def downloads(self) -> int:
+        return int(self._array[1])
+
+    @property
+    def refused(self) -> int:
+        return int(self._array[2])
+
+    @property
+    def connections_refused(self) -> int:
+        return int(self._array[3])
+
+
+class KeepsakeServerProcess:
+    """:class:`KeepsakeServer`'s interface (start, stop, url_for, counts, is_alive, update) for a
+    server in a child process serving ``store``."""
+
+    def __init__(self, store: KeepsakeStore, cfg: KeepsakeConfig, *, resolve: Any = Path) -> None:
+        self.store = store
+        if cfg.tls_cert and cfg.tls_key:  # the child resolves nothing: absolute paths
+            cfg = cfg.model_copy(
+                update={"tls_cert": str(resolve(cfg.tls_cert)), "tls_key": str(resolve(cfg.tls_key))}
+            )
+        self.cfg = cfg
+        self._ctx = multiprocessing.get_context("spawn")
+        self._inbox: multiprocessing.Queue[Any] = self._ctx.Queue()
+        self._outbox: multiprocessing.Queue[Any] = self._ctx.Queue()
+        self._array = self._ctx.Array("q", len(COUNT_FIELDS), lock=False)
+        self.counts = SharedCounts(self._array)
+        self._proc: Any = None
+        self.port = cfg.listen_host_port()[1]
+        self.url_base = ""
+
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> KeepsakeServerProcess:
+        self.store.listener = self._inbox.put  # from now on, every change in order
+        for rec in self.store.records():
+            self._inbox.put(("add", rec))
+        self._proc = self._ctx.Process(
+            target=_child,
+            args=(self.cfg, self._inbox, self._outbox, self._array, os.getpid()),
+            name="keepsake-server",
+            daemon=True,
+        )
+        self._proc.start()
+        try:
+            message = self._outbox.get(timeout=timeout_s)
+        except queue.Empty:
+            self.stop()
+            raise KeepsakeError(
+                f"keepsake: the web server process did not start within {timeout_s:g} s"
+            ) from None
+        if message[0] == "error":
+            self.stop()
+            raise KeepsakeError(message[1])
+        _, self.port, self.url_base = message
+        log.info("keepsakes: serving %s from process %d", self.cfg.listen, self._proc.pid)
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def is_alive(self) -> bool:
+        return self._proc is not None and self._proc.is_alive()
+
+    def update(self, cfg: KeepsakeConfig) -> None:
+        self.cfg = cfg.model_copy(update={"tls_cert": self.cfg.tls_cert, "tls_key": self.cfg.tls_key})
+        self._inbox.put(("cfg", self.cfg))
+
+    def url_for(self, token: str) -> str:
+        return f"{self.url_base}/p/{token}"
+
+    def stop(self, timeout_s: float = 3.0) -> None:
+        self.store.listener = None
+        if self._proc is None:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            self._inbox.put(("stop", None))
+        self._proc.join(timeout_s)
+        if self._proc.is_alive():
+            log.warning("keepsakes: the web server process did not stop within %.1f s; killed", timeout_s)
+            self._proc.kill()
+            self._proc.join(1.0)
+        self._inbox.close()
+        self._outbox.close()
+        with contextlib.suppress(Exception):
+            self._inbox.join_thread()

@@ -1,0 +1,200 @@
+"""The keepsake service: the store, the web server and the printer, started and stopped together.
+
+:class:`kiosk.app.KioskApp` opens one with :func:`open_keepsakes` when ``keepsake.enabled`` (at
+:meth:`~kiosk.app.KioskApp.run`), hands it a reloaded config with :meth:`KeepsakeService.apply`,
+shows :meth:`KeepsakeService.staff_line` in the staff warnings, reports
+:meth:`KeepsakeService.metrics` and closes it at exit. The on-screen flow calls
+:meth:`KeepsakeService.keep` with the JPEG of the frozen still and draws the address it returns as
+a QR code. A service that could not start (port taken, bad certificate) keeps nothing and says why
+on its staff line; the kiosk goes on without keepsakes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kiosk.config import KeepsakeConfig, KioskConfig
+from kiosk.keepsake.counts import ServerCounts
+from kiosk.keepsake.printer import PrintCounts, Printer
+from kiosk.keepsake.process import KeepsakeServerProcess
+from kiosk.keepsake.store import SWEEP_EVERY_S, KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
+from kiosk.paths import keepsake_dir
+
+if TYPE_CHECKING:
+    from kiosk.keepsake.server import KeepsakeServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Keepsake:
+    """A kept photo and the address its QR code encodes."""
+
+    record: KeepsakeRecord
+    url: str
+
+
+def limits_of(cfg: KeepsakeConfig) -> StoreLimits:
+    return StoreLimits(cfg.ttl_s, cfg.max_photos, cfg.max_mb, cfg.keep_on_disk)
+
+
+class KeepsakeService:
+    def __init__(
+        self,
+        cfg: KeepsakeConfig,
+        folder: Path,
+        resolve: Callable[[str], Path] = Path,
+        clock: Callable[[], float] = time.time,
+        *,
+        separate_process: bool = True,
+    ) -> None:
+        """``separate_process``: the web server in a child process (the kiosk), else in a thread."""
+        self.cfg = cfg
+        self.store = KeepsakeStore(folder, limits_of(cfg), clock)
+        self.server_counts = ServerCounts()
+        self.print_counts = PrintCounts()
+        self.taken = 0
+        self.problem = ""  # why keepsakes are unavailable ("" while they work)
+        self.server: KeepsakeServer | KeepsakeServerProcess | None = None
+        self.printer: Printer | None = None
+        self._resolve = resolve
+        self._clock = clock
+        self._separate_process = separate_process
+        self._sweeper: threading.Thread | None = None
+        self._starter: threading.Thread | None = None
+        self._closing = threading.Event()
+
+    def start(self) -> KeepsakeService:
+        """Open the store and start the server (and printer); a failure sets :attr:`problem`.
+
+        The server's process starts in the background (``spawn`` takes a second or two), so the
+        kiosk's first frame does not wait for it; :attr:`available` turns true once it serves and
+        :meth:`wait_ready` waits for that."""
+        try:
+            self.store.open()
+            if not self._separate_process:
+                from kiosk.keepsake.server import KeepsakeServer
+
+                self.server = KeepsakeServer(
+                    self.store, self.cfg, self.server_counts, resolve=self._resolve, clock=self._clock
+                ).start()
+        except (KeepsakeError, OSError) as exc:
+            self._fail(exc)
+            return self
+        if self._separate_process:
+            self._starter = threading.Thread(target=self._start_process, name="keepsake-start", daemon=True)
+            self._starter.start()
+            self._sweeper = threading.Thread(target=self._sweep, name="keepsake-sweeper", daemon=True)
+            self._sweeper.start()
+        if self.cfg.print_command:
+            self.printer = Printer(self.cfg.print_command, self.cfg.print_timeout_s, self.print_counts)
+        return self
+
+    def _fail(self, exc: Exception) -> None:
+        self.problem = str(exc) if isinstance(exc, KeepsakeError) else f"keepsake: {self.store.folder}: {exc}"
+        log.error("%s; the kiosk runs without keepsakes", self.problem)
+        self.server = None
+
+    def _start_process(self) -> None:
+        try:
+            server = KeepsakeServerProcess(self.store, self.cfg, resolve=self._resolve).start()
+        except (KeepsakeError, OSError) as exc:
+            self._fail(exc)
+            return
+        if self._closing.is_set():  # the kiosk exited while the server was starting
+            server.stop()
+            return
+        self.server = server
+
+    def wait_ready(self, timeout_s: float = 30.0) -> bool:
+        """Wait until the server serves (or failed to start); :attr:`available`."""
+        if self._starter is not None:
+            self._starter.join(timeout_s)
+        return self.available
+
+    @property
+    def available(self) -> bool:
+        return self.server is not None and self.server.is_alive()
+
+    def keep(self, jpeg: bytes) -> Keepsake:
+        """Store ``jpeg``, queue it for the printer; :class:`KeepsakeError` (one line) when not kept."""
+        if not self.available or self.server is None:
+            raise KeepsakeError(self.problem or "keepsake: the web server is still starting")
+        record = self.store.add(jpeg)
+        self.taken += 1
+        if self.printer is not None:
+            self.printer.submit(record.path)
+        return Keepsake(record, self.server.url_for(record.token))
+
+    def apply(self, cfg: KeepsakeConfig) -> None:
+        """A reloaded config: limits, page text and printing now (the address at the next start)."""
+        self.cfg = cfg
+        self.store.set_limits(limits_of(cfg))
+        if self.server is not None:
+            self.server.update(cfg)
+        if self.printer is not None and cfg.print_command:
+            self.printer.update(cfg.print_command, cfg.print_timeout_s)
+        elif self.printer is not None:
+            self.printer.close()
+            self.printer = None
+        elif cfg.print_command and self.server is not None:
+            self.printer = Printer(cfg.print_command, cfg.print_timeout_s, self.print_counts)
+
+    def staff_line(self) -> str:
+        """One line for the staff warnings: why keepsakes are off, or the last print failure."""
+        if self.problem:
+            return self.problem
+        if self.server is not None and not self.server.is_alive():
+            return "keepsake: the web server stopped (see the log); restart the kiosk"
+        return self.printer.problem if self.printer is not None else ""
+
+    def _sweep(self) -> None:
+        """Delete photos past their time-to-live every second (the thread server does it itself)."""
+        while not self._closing.wait(SWEEP_EVERY_S):
+            try:
+                self.store.sweep()
+            except Exception:  # noqa: BLE001 - tried again in a second
+                log.exception("keepsakes: sweep failed")
+
+    def metrics(self) -> dict[str, int]:
+        """Totals since the start, for the stats JSON and the Prometheus file."""
+        s = self.server.counts if self.server is not None else self.server_counts
+        p, c = self.print_counts, self.store.counts
+        return {
+            "taken": self.taken,
+            "stored": len(self.store.records()),
+            "page_views": s.pages,
+            "downloaded": s.downloads,
+            "printed": p.printed,
+            "print_failed": p.failed,
+            "expired": c.expired,
+            "evicted": c.evicted,
+            "refused": s.refused,
+            "connections_refused": s.connections_refused,
+        }
+
+    def close(self) -> None:
+        """At exit: stop the printer and the server, delete the photos (unless keep_on_disk)."""
+        if self.printer is not None:
+            self.printer.close()
+        self._closing.set()
+        if self._starter is not None:
+            self._starter.join(3.0)  # a server still starting stops itself once it is up
+        if self.server is not None:
+            self.server.stop()
+        if self._sweeper is not None:
+            self._sweeper.join(2.0)
+        self.store.close()
+
+
+def open_keepsakes(cfg: KioskConfig) -> KeepsakeService | None:
+    """The running service when ``keepsake.enabled``, else None (nothing opened, no socket)."""
+    if not cfg.keepsake.enabled:
+        return None
+    return KeepsakeService(cfg.keepsake, keepsake_dir(), resolve=cfg.resolve).start()

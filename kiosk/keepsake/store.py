@@ -1,0 +1,294 @@
+"""The keepsake store: photos behind random tokens, deleted after a time-to-live.
+
+A photo is a JPEG file named by its token (128 random bits from :mod:`secrets`, URL-safe base64, 22
+characters) in one folder, mode 0600, written through a temporary file and a rename so a reader never
+sees half a file. The index is in memory; one lock guards it, so the thread that takes photos and the
+server's thread that reads them may call in at once. Deletion is the default: each photo goes
+``ttl_s`` after it was taken (its token then answers *gone*, HTTP 410), the oldest go first beyond
+``max_photos`` or ``max_mb``, and :meth:`KeepsakeStore.open` / :meth:`KeepsakeStore.close` delete
+every keepsake in the folder unless ``keep_on_disk``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import secrets
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
+from pathlib import Path
+
+from kiosk.util.atomic import atomic_write
+
+log = logging.getLogger(__name__)
+
+#: A token as :func:`new_token` makes it: 16 random bytes in URL-safe base64 without padding.
+TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{22}")
+_FILE_SUFFIX = ".jpg"
+#: How often the store is swept (photos past their time-to-live deleted even when nobody asks).
+SWEEP_EVERY_S = 1.0
+#: Tokens remembered as gone (410) after their photo was deleted; older ones answer 404.
+GONE_MEMORY = 10_000
+
+
+def new_token() -> str:
+    """128 random bits, URL-safe (``[A-Za-z0-9_-]{22}``)."""
+    return secrets.token_urlsafe(16)
+
+
+def is_token(text: str) -> bool:
+    return TOKEN_RE.fullmatch(text) is not None
+
+
+class Found(IntEnum):
+    """What a token names, as the HTTP status the server answers with."""
+
+    OK = 200
+    GONE = 410  # it named a photo that has been deleted (time-to-live, the limits, a restart)
+    UNKNOWN = 404
+
+
+@dataclass(frozen=True)
+class KeepsakeRecord:
+    """One stored photo. ``created``/``expires`` are wall-clock seconds (the page shows the time)."""
+
+    token: str
+    path: Path
+    created: float
+    expires: float
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Lookup:
+    found: Found
+    record: KeepsakeRecord | None = None
+
+
+@dataclass(frozen=True)
+class StoreLimits:
+    ttl_s: float
+    max_photos: int
+    max_mb: float
+    keep_on_disk: bool = False
+
+    @property
+    def max_bytes(self) -> int:
+        return int(self.max_mb * 1_000_000)
+
+
+class KeepsakeError(Exception):
+    """A photo could not be kept (one line for the staff view)."""
+
+
+@dataclass
+class StoreCounts:
+    added: int = 0
+    expired: int = 0  # deleted because their time-to-live ran out
+    evicted: int = 0  # deleted early to stay within max_photos / max_mb
+
+
+class KeepsakeStore:
+    """Photos in ``folder`` behind tokens; see the module docstring. ``clock`` returns wall-clock
+    seconds (tests pass a fake one)."""
+
+    def __init__(self, folder: Path, limits: StoreLimits, clock: Callable[[], float] = time.time) -> None:
+        self.folder = folder
+        self._limits = limits
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._records: OrderedDict[str, KeepsakeRecord] = OrderedDict()  # oldest first
+        self._gone: OrderedDict[str, None] = OrderedDict()
+        self._bytes = 0
+        self.counts = StoreCounts()
+        #: Told ("add", record) and ("gone", token) under the lock, in order (the server process's
+        #: mirror of the index); it must not block.
+        self.listener: Callable[[tuple[str, object]], None] | None = None
+
+    # -- life cycle ---------------------------------------------------------------------------
+    def open(self) -> KeepsakeStore:
+        """Create the folder (0700); delete every keepsake in it, or with ``keep_on_disk`` take
+        them back (their time-to-live counts from the file's time)."""
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.chmod(self.folder, 0o700)
+        except OSError as exc:
+            log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
+        found = self._files_on_disk()
+        with self._lock:
+            if not self._limits.keep_on_disk:
+                for path in found:
+                    path.unlink(missing_ok=True)
+                if found:
+                    log.info(
+                        "keepsakes: %d photo(s) of a previous run deleted from %s", len(found), self.folder
+                    )
+            else:
+                for path in [p for p in found if p.name.endswith(".tmp")]:
+                    path.unlink(missing_ok=True)  # an add cut short by a crash
+                for path in sorted((p for p in found if p.suffix == _FILE_SUFFIX), key=_mtime):
+                    st = path.stat()
+                    token = path.name.removesuffix(_FILE_SUFFIX)
+                    rec = KeepsakeRecord(
+                        token, path, st.st_mtime, st.st_mtime + self._limits.ttl_s, st.st_size
+                    )
+                    self._records[token] = rec
+                    self._bytes += rec.size_bytes
+                    self._notify(("add", rec))
+        self.sweep()
+        return self
+
+    def close(self) -> None:
+        """At a clean exit: delete every keepsake unless ``keep_on_disk``."""
+        with self._lock:
+            if self._limits.keep_on_disk:
+                return
+            for rec in self._records.values():
+                rec.path.unlink(missing_ok=True)
+                self._forget(rec.token)
+                self._notify(("gone", rec.token))
+            self._records.clear()
+            self._bytes = 0
+        for path in self._files_on_disk():  # leftovers: a temporary file of an add cut short
+            path.unlink(missing_ok=True)
+
+    def set_limits(self, limits: StoreLimits) -> None:
+        """New limits from a reloaded config: ``max_*`` apply now, ``ttl_s`` to photos taken from now."""
+        with self._lock:
+            self._limits = limits
+        self.sweep()
+
+    @property
+    def limits(self) -> StoreLimits:
+        return self._limits
+
+    # -- photos -------------------------------------------------------------------------------
+    def add(self, jpeg: bytes) -> KeepsakeRecord:
+        """Keep ``jpeg`` under a new token; the oldest photos go to stay within the limits."""
+        if not jpeg.startswith(b"\xff\xd8"):
+            raise KeepsakeError("keepsake: not a JPEG; nothing stored")
+        limits = self._limits
+        if len(jpeg) > limits.max_bytes:
+            raise KeepsakeError(
+                f"keepsake: photo of {len(jpeg) / 1e6:.1f} MB is larger than keepsake.max_mb "
+                f"({limits.max_mb:g}); raise it"
+            )
+        token = new_token()
+        path = self.folder / f"{token}{_FILE_SUFFIX}"
+        try:
+            atomic_write(path, jpeg, mode=0o600, make_folder=False)
+        except OSError as exc:
+            raise KeepsakeError(f"keepsake: cannot write {self.folder}: {exc.strerror or exc}") from None
+        now = self._clock()
+        rec = KeepsakeRecord(token, path, now, now + limits.ttl_s, len(jpeg))
+        with self._lock:
+            self._records[token] = rec
+            self._bytes += rec.size_bytes
+            self.counts.added += 1
+            self._notify(("add", rec))
+        self.sweep()
+        return rec
+
+    def lookup(self, token: str) -> Lookup:
+        """The record of ``token``; GONE once deleted (time-to-live, limits); UNKNOWN otherwise."""
+        if not is_token(token):
+            return Lookup(Found.UNKNOWN)
+        self.sweep()
+        with self._lock:
+            rec = self._records.get(token)
+            if rec is not None:
+                return Lookup(Found.OK, rec)
+            return Lookup(Found.GONE if token in self._gone else Found.UNKNOWN)
+
+    def read(self, token: str) -> tuple[Lookup, bytes | None]:
+        """:meth:`lookup` and the JPEG's bytes (a photo deleted in between reads as GONE)."""
+        found = self.lookup(token)
+        if found.record is None:
+            return found, None
+        try:
+            return found, found.record.path.read_bytes()
+        except OSError:
+            return Lookup(Found.GONE), None
+
+    def sweep(self) -> int:
+        """Delete photos past their time-to-live and beyond the limits, oldest first; the number deleted."""
+        now = self._clock()
+        doomed: list[tuple[KeepsakeRecord, bool]] = []
+        with self._lock:
+            limits = self._limits
+            while self._records:
+                oldest = next(iter(self._records.values()))
+                expired = oldest.expires <= now
+                over = len(self._records) > limits.max_photos or self._bytes > limits.max_bytes
+                if not (expired or over):
+                    break
+                del self._records[oldest.token]
+                self._bytes -= oldest.size_bytes
+                self._forget(oldest.token)
+                doomed.append((oldest, expired))
+                if expired:
+                    self.counts.expired += 1
+                else:
+                    self.counts.evicted += 1
+            # a photo taken with a longer ttl may sit behind a younger one with a shorter ttl
+            for rec in [r for r in self._records.values() if r.expires <= now]:
+                del self._records[rec.token]
+                self._bytes -= rec.size_bytes
+                self._forget(rec.token)
+                doomed.append((rec, True))
+                self.counts.expired += 1
+            for rec, _ in doomed:  # under the lock: a lookup never finds a record whose file is gone
+                self._notify(("gone", rec.token))
+                try:
+                    rec.path.unlink(missing_ok=True)
+                except OSError as exc:
+                    log.warning("keepsakes: cannot delete %s: %s", rec.path, exc)
+        for rec, expired in doomed:
+            log.info("keepsake %s… deleted (%s)", rec.token[:4], "time-to-live" if expired else "limits")
+        return len(doomed)
+
+    def records(self) -> list[KeepsakeRecord]:
+        """The kept photos, oldest first."""
+        with self._lock:
+            return list(self._records.values())
+
+    def total_bytes(self) -> int:
+        with self._lock:
+            return self._bytes
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _notify(self, message: tuple[str, object]) -> None:
+        if self.listener is not None:
+            try:
+                self.listener(message)
+            except Exception:  # noqa: BLE001 - the mirror's loss, never the photo's
+                log.exception("keepsakes: the server process could not be told %s", message[0])
+
+    def _forget(self, token: str) -> None:
+        self._gone[token] = None
+        while len(self._gone) > GONE_MEMORY:
+            self._gone.popitem(last=False)
+
+    def _files_on_disk(self) -> list[Path]:
+        """The keepsakes (and temporary files of keepsakes) in the folder; nothing else is touched."""
+        try:
+            entries = list(self.folder.iterdir())
+        except FileNotFoundError:
+            return []
+        out = []
+        for path in entries:
+            name = path.name
+            photo = name.endswith(_FILE_SUFFIX) and is_token(name.removesuffix(_FILE_SUFFIX))
+            partial = name.startswith(".") and name.endswith(".tmp") and is_token(name[1:23])
+            if photo or partial:
+                out.append(path)
+        return out
+
+
+def _mtime(path: Path) -> float:
+    return path.stat().st_mtime

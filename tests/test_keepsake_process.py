@@ -1,0 +1,171 @@
+"""The keepsake server in its own process (kiosk/keepsake/process.py): the kiosk's store stays the owner,
+the child serves a mirror told every addition and deletion; 410 once the kiosk's sweep deletes a photo,
+its counters come back, a start failure is one line, and it stops (niced below the render loop)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from kiosk.config import KeepsakeConfig
+from kiosk.keepsake.process import NICE, KeepsakeServerProcess, StoreMirror
+from kiosk.keepsake.store import Found, KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
+
+JPEG = b"\xff\xd8\xff\xe0" + b"m" * 3000 + b"\xff\xd9"
+TOKEN = "Bbbbbbbbbbbbbbbbbbbbbb"
+
+
+def _port() -> int:
+    for port in range(18170, 18180):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    pytest.skip("no free port in 18170-18179")
+
+
+def _get(port: int, path: str) -> tuple[int, bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path)
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def _until(fn, timeout_s: float = 10.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if fn():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_the_mirror_answers_like_the_store(tmp_path: Path) -> None:
+    now = [1000.0]
+    mirror = StoreMirror(clock=lambda: now[0])
+    rec = KeepsakeRecord(TOKEN, tmp_path / f"{TOKEN}.jpg", 1000.0, 1060.0, len(JPEG))
+    assert mirror.lookup(TOKEN).found is Found.UNKNOWN
+    mirror.apply(("add", rec))
+    assert mirror.lookup(TOKEN).record == rec
+    assert mirror.read(TOKEN)[0].found is Found.GONE  # the file is not there: never a 200 without it
+    rec.path.write_bytes(JPEG)
+    assert mirror.read(TOKEN) == (mirror.lookup(TOKEN), JPEG)
+    now[0] = 1060.0
+    assert mirror.lookup(TOKEN).found is Found.GONE  # expired before any sweep
+    mirror.apply(("gone", TOKEN))
+    assert mirror.lookup(TOKEN).found is Found.GONE and mirror.lookup("../" + TOKEN).found is Found.UNKNOWN
+
+
+def test_the_server_process_serves_the_kiosks_store(tmp_path: Path) -> None:
+    clock = [time.time()]
+    store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200), lambda: clock[0]).open()
+    before = store.add(JPEG)  # taken before the server started: told at start
+    port = _port()
+    srv = KeepsakeServerProcess(store, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}")).start()
+    try:
+        assert srv.pid != os.getpid() and srv.is_alive()
+        assert os.getpriority(os.PRIO_PROCESS, srv.pid) >= os.getpriority(os.PRIO_PROCESS, 0) + min(
+            NICE, 19 - os.getpriority(os.PRIO_PROCESS, 0)
+        )
+        rec = store.add(JPEG)
+        assert srv.url_for(rec.token) == f"http://127.0.0.1:{port}/p/{rec.token}"
+        assert _until(lambda: _get(port, f"/p/{rec.token}.jpg") == (200, JPEG))
+        assert _get(port, f"/p/{before.token}.jpg") == (200, JPEG)
+        assert _get(port, f"/p/{rec.token}")[0] == 200
+        assert _get(port, "/p/../x")[0] == 404
+        clock[0] += 601
+        store.sweep()  # the kiosk deletes; the child hears of it
+        assert not rec.path.exists()
+        assert _until(lambda: _get(port, f"/p/{rec.token}.jpg")[0] == 410)
+        assert _until(lambda: srv.counts.downloads == 2 and srv.counts.pages == 1 and srv.counts.refused >= 2)
+    finally:
+        srv.stop()
+    assert not srv.is_alive()
+    with pytest.raises(ConnectionRefusedError):
+        _get(port, "/")
+    assert store.listener is None
+
+
+def test_a_start_failure_in_the_child_is_one_line(tmp_path: Path) -> None:
+    store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()
+    port = _port()
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+        srv = KeepsakeServerProcess(store, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}"))
+        with pytest.raises(KeepsakeError) as info:
+            srv.start()
+    assert str(info.value).startswith(f"keepsake: cannot listen on 127.0.0.1:{port}")
+    assert not srv.is_alive()
+
+
+def test_a_reloaded_event_name_reaches_the_page(tmp_path: Path) -> None:
+    store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()
+    port = _port()
+    cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}", event_name="Old Fair")
+    srv = KeepsakeServerProcess(store, cfg).start()
+    try:
+        rec = store.add(JPEG)
+        assert _until(lambda: b"Old Fair" in _get(port, f"/p/{rec.token}")[1])
+        srv.update(cfg.model_copy(update={"event_name": "New Expo"}))
+        assert _until(lambda: b"New Expo" in _get(port, f"/p/{rec.token}")[1])
+    finally:
+        srv.stop()
+
+
+HOLDER = """
+import sys, time
+from pathlib import Path
+from kiosk.config import KeepsakeConfig
+from kiosk.keepsake.process import KeepsakeServerProcess
+from kiosk.keepsake.store import KeepsakeStore, StoreLimits
+store = KeepsakeStore(Path(sys.argv[1]), StoreLimits(600, 5, 10)).open()
+srv = KeepsakeServerProcess(store, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{sys.argv[2]}")).start()
+print(srv.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_the_server_process_exits_when_the_kiosk_is_killed(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    port = _port()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    kiosk = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path / "k"), str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # its resource tracker reports the killed process's queues there
+        text=True,
+    )
+    try:
+        assert kiosk.stdout is not None
+        child = int(kiosk.stdout.readline())
+        assert _get(port, "/")[0] == 404
+    finally:
+        kiosk.kill()  # SIGKILL: no clean-up ran
+        kiosk.wait()
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        return Path(f"/proc/{child}/status").read_text().find("State:\tZ") >= 0
+
+    assert _until(gone, 10), "the server process outlived the kiosk"
+    with pytest.raises(ConnectionRefusedError):
+        _get(port, "/")

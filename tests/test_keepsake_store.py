@@ -1,0 +1,202 @@
+"""The keepsake store (kiosk/keepsake/store.py) on a fake clock: tokens, the time-to-live (410 and the
+file gone), max_photos and max_mb (oldest first), mode 0600, atomic writes, clean-up at start and exit."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+import pytest
+
+from kiosk.keepsake.store import (
+    Found,
+    KeepsakeError,
+    KeepsakeStore,
+    StoreLimits,
+    is_token,
+)
+
+JPEG = b"\xff\xd8\xff\xe0" + b"x" * 1000 + b"\xff\xd9"
+
+
+class Clock:
+    def __init__(self, t: float = 1_800_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _store(tmp_path: Path, clock: Clock, **kw: object) -> KeepsakeStore:
+    limits = StoreLimits(
+        ttl_s=float(kw.get("ttl_s", 900)),  # type: ignore[arg-type]
+        max_photos=int(kw.get("max_photos", 50)),  # type: ignore[call-overload]
+        max_mb=float(kw.get("max_mb", 200)),  # type: ignore[arg-type]
+        keep_on_disk=bool(kw.get("keep_on_disk", False)),
+    )
+    return KeepsakeStore(tmp_path / "keepsakes", limits, clock).open()
+
+
+def test_add_gives_a_random_url_safe_128_bit_token_and_a_0600_file(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock)
+    recs = [store.add(JPEG) for _ in range(20)]
+    assert len({r.token for r in recs}) == 20
+    for rec in recs:
+        assert is_token(rec.token) and len(rec.token) == 22  # 16 bytes of base64url
+        assert rec.path.read_bytes() == JPEG
+        assert stat.S_IMODE(rec.path.stat().st_mode) == 0o600
+        assert rec.created == clock.t and rec.expires == clock.t + 900
+    assert stat.S_IMODE(store.folder.stat().st_mode) == 0o700
+    assert store.lookup(recs[0].token).record == recs[0]
+    assert store.lookup("A" * 22).found is Found.UNKNOWN
+    assert store.lookup("../" + recs[0].token).found is Found.UNKNOWN
+    with pytest.raises(KeepsakeError):
+        store.add(b"not a jpeg")
+
+
+def test_after_the_ttl_the_token_is_gone_and_the_file_deleted(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock, ttl_s=60)
+    rec = store.add(JPEG)
+    clock.t += 59.9
+    assert store.lookup(rec.token).found is Found.OK
+    clock.t += 0.2
+    assert store.sweep() == 1  # what the server's timer calls every second
+    assert not rec.path.exists()
+    assert store.lookup(rec.token).found is Found.GONE
+    assert store.read(rec.token) == (store.lookup(rec.token), None)
+    assert store.counts.expired == 1
+    assert list(store.folder.iterdir()) == []
+
+
+def test_a_lookup_alone_expires_the_photo(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock, ttl_s=60)
+    rec = store.add(JPEG)
+    clock.t += 61
+    assert store.lookup(rec.token).found is Found.GONE
+    assert not rec.path.exists()
+
+
+def test_max_photos_deletes_the_oldest_first(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock, max_photos=3)
+    recs = []
+    for _ in range(5):
+        recs.append(store.add(JPEG))
+        clock.t += 1
+    assert [r.token for r in store.records()] == [r.token for r in recs[2:]]
+    for old in recs[:2]:
+        assert store.lookup(old.token).found is Found.GONE
+        assert not old.path.exists()
+    assert len(list(store.folder.glob("*.jpg"))) == 3
+    assert store.counts.evicted == 2 and store.counts.expired == 0
+
+
+def test_max_mb_deletes_the_oldest_first(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock, max_mb=1)
+    big = b"\xff\xd8" + b"y" * 400_000
+    a, b, c = store.add(big), store.add(big), store.add(big)  # 1.2 MB > 1 MB: a goes
+    assert store.lookup(a.token).found is Found.GONE and not a.path.exists()
+    assert store.lookup(b.token).found is Found.OK and store.lookup(c.token).found is Found.OK
+    assert store.total_bytes() == 2 * len(big) <= 1_000_000
+    with pytest.raises(KeepsakeError, match="max_mb"):
+        store.add(b"\xff\xd8" + b"z" * 1_000_001)
+
+
+def test_a_shorter_ttl_from_a_reload_applies_to_new_photos(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock, ttl_s=600)
+    first = store.add(JPEG)
+    store.set_limits(StoreLimits(ttl_s=60, max_photos=50, max_mb=200))
+    second = store.add(JPEG)  # younger, but expires before the first
+    clock.t += 61
+    store.sweep()
+    assert store.lookup(second.token).found is Found.GONE and not second.path.exists()
+    assert store.lookup(first.token).found is Found.OK
+
+
+def test_the_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write cut short leaves no photo under the token and no temporary file; the final name
+    only ever appears by a rename of a complete file."""
+    store = _store(tmp_path, Clock())
+    real_replace = os.replace
+    seen: list[bytes] = []
+
+    def replace(src: str, dst: str) -> None:
+        seen.append(Path(src).read_bytes())  # complete before it gets its name
+        assert not Path(dst).exists()
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    store.add(JPEG)
+    assert seen == [JPEG]
+
+    def broken(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken)
+    with pytest.raises(KeepsakeError, match="No space left"):
+        store.add(JPEG)
+    assert len(list(store.folder.iterdir())) == 1  # only the first photo; no .tmp left behind
+
+
+def test_every_keepsake_is_deleted_at_start_and_at_exit(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock)
+    recs = [store.add(JPEG) for _ in range(3)]
+    (store.folder / f".{recs[0].token}.jpg.abc.tmp").write_bytes(b"half")  # a crash mid-write
+    other = store.folder / "README.txt"
+    other.write_text("not ours")
+    again = _store(tmp_path, clock)  # the next start (the first never closed: a crash)
+    assert sorted(p.name for p in again.folder.iterdir()) == ["README.txt"]
+    assert again.lookup(recs[0].token).found is Found.UNKNOWN
+    rec = again.add(JPEG)
+    again.close()
+    assert not rec.path.exists()
+    assert again.lookup(rec.token).found is Found.GONE
+    assert other.exists()  # only keepsakes are deleted
+
+
+def test_keep_on_disk_keeps_photos_over_a_restart_and_their_ttl(tmp_path: Path) -> None:
+    clock = Clock(t=os.stat(tmp_path).st_mtime)  # the files' times are wall-clock
+    store = _store(tmp_path, clock, keep_on_disk=True, ttl_s=100)
+    rec = store.add(JPEG)
+    store.close()
+    assert rec.path.exists()
+    again = _store(tmp_path, clock, keep_on_disk=True, ttl_s=100)
+    assert again.lookup(rec.token).found is Found.OK
+    clock.t = rec.path.stat().st_mtime + 101
+    assert again.lookup(rec.token).found is Found.GONE and not rec.path.exists()
+
+
+def test_threads_add_and_read_at_once(tmp_path: Path) -> None:
+    store = _store(tmp_path, Clock(), max_photos=10)
+    errors: list[BaseException] = []
+    tokens: list[str] = []
+
+    def writer() -> None:
+        for _ in range(200):
+            tokens.append(store.add(JPEG).token)
+
+    def reader() -> None:
+        try:
+            for _ in range(2000):
+                for tok in list(tokens[-15:]):
+                    found, data = store.read(tok)
+                    assert (found.found is Found.OK) == (data == JPEG)
+                    assert found.found in (Found.OK, Found.GONE)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert len(store.records()) == 10 == len(list(store.folder.glob("*.jpg")))
