@@ -178,6 +178,7 @@ def test_repeatedly_raising_stage_is_rebuilt():
     assert s["frames"]["processed"] > 20  # frames kept flowing
 
 
+@pytest.mark.slow
 def test_live_reload_applies_valid_and_rejects_invalid(tmp_path):
     path = tmp_path / "k.yaml"
     path.write_text(SMALL)
@@ -266,6 +267,7 @@ class HangsAfterTen:
         out.notice = ""
 
 
+@pytest.mark.slow
 def test_overlay_says_stalled_instead_of_a_rate_while_processing_hangs():
     HangsAfterTen.calls = 0
     HangsAfterTen.gate.clear()

@@ -46,6 +46,7 @@ def test_faces_frame_sizes() -> None:
     assert (squares == 255).all(axis=2).sum() > 6 * 40 * 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("composite", ["gpu", "cpu"])
 def test_run_bench_reports_every_figure(tmp_path: Path, composite: str) -> None:
     cfg, standin_detector = bench_config(None, tmp_path, 640, 360, tracking=True, max_faces=4)
@@ -91,6 +92,7 @@ def test_bench_processor_records_after_skip(standin_cfg) -> None:  # type: ignor
     assert (proc.rows[:3, 6] > 0).all()
 
 
+@pytest.mark.slow
 def test_kiosk_bench_command_json(capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(
         ["bench", "--standins", "--cpu", "--frames", "8", "--size", "640x360", "--json", "--no-tracking"]
@@ -101,6 +103,7 @@ def test_kiosk_bench_command_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["stages_ms"]["total"]["p50"] > 0
 
 
+@pytest.mark.slow
 def test_bench_set_overrides_config_keys_and_reports_mask_and_colour(tmp_path: Path) -> None:
     from kiosk.config import ConfigError
     from kiosk.tools.bench import apply_overrides
@@ -147,6 +150,7 @@ def test_moving_source_sways_and_slow_swapper_takes_its_time(standin_cfg) -> Non
     assert original is not pipe.swapper.infer
 
 
+@pytest.mark.slow
 def test_run_bench_live_reports_picture_latency_face_age_and_tracker(tmp_path: Path) -> None:
     from kiosk.tools.bench import format_display_comparison
 

@@ -244,6 +244,7 @@ def test_switch_from_a_slow_source_keeps_the_loop_drawing_and_the_thread(
     assert _conflicts(buffers) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.gl
 @pytest.mark.skipif(not egl_available(), reason="no EGL for the headless surface")
 def test_switch_from_a_stuck_source_abandons_it_for_fresh_buffers(tmp_path, monkeypatch, buffers) -> None:  # type: ignore[no-untyped-def]

@@ -74,6 +74,7 @@ def test_steady_state_allocates_far_less_than_a_frame(standin_cfg: KioskConfig, 
     assert net < 4 * 1024, f"{net:.0f} B/frame retained"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["det_500m.onnx", "retinaface_mnet025_640.onnx"])
 def test_steady_state_allocation_with_tracking_and_a_real_detector(standin_dir: Path, name: str) -> None:
     det = SHARED_MODELS / name

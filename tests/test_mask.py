@@ -321,6 +321,7 @@ def test_a_mask_change_in_the_config_file_rebuilds_the_processing_stage() -> Non
     assert len(calls) == 1
 
 
+@pytest.mark.slow
 def test_mask_and_colour_allocate_nothing_per_frame(standin_cfg) -> None:  # type: ignore[no-untyped-def]
     from test_hotpath import FRAME_720, SOURCE, _bytes_per_frame
 

@@ -253,6 +253,7 @@ def test_config_init_text_loads_by_itself() -> None:
 # ------------------------------------------------------------------------------------- numba cache
 
 
+@pytest.mark.slow
 def test_numba_kernels_are_cached_in_the_kiosk_cache_dir(tmp_path: Path) -> None:
     """Set before numba compiles: the second process loads every kernel from the cache."""
     env = {

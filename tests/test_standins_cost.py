@@ -197,6 +197,7 @@ def test_cli_count_only_prints_the_table(capsys: pytest.CaptureFixture[str]) -> 
     assert "| inswapper_128.onnx" in out and "138.56" in out and "det_10g" not in out.split("\n- ")[0]
 
 
+@pytest.mark.slow
 @pytest.mark.gl
 def test_bench_cost_matched_on_small_copies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The whole ``--cost-matched`` path (cache, config, white-square frame, enhancer on), with

@@ -59,6 +59,7 @@ def track(c: Clip, drop_prob: float = 0.0, detect_every: int = 5):  # type: igno
     return run_tracker(c, tracker, full, roi, drop_prob=drop_prob, roi=geometry)
 
 
+@pytest.mark.slow
 def test_still_face_jitter_is_at_most_a_third_of_the_raw_detector() -> None:
     c = clip("still")
     full, _ = detectors()
@@ -74,6 +75,7 @@ def test_still_face_jitter_is_at_most_a_third_of_the_raw_detector() -> None:
     assert run.full_detections < N_FRAMES / 3  # regions in between
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["pan", "sine"])
 def test_moving_face_lags_at_most_one_frame(kind: str) -> None:
     c = clip(kind)
@@ -91,6 +93,7 @@ def test_moving_face_lags_at_most_one_frame(kind: str) -> None:
     assert float(np.nanmean(err)) < 5.0
 
 
+@pytest.mark.slow
 def test_occluded_frames_hold_the_face() -> None:
     c = clip("pan", occlude=(30, 31, 32))
     full, _ = detectors()
@@ -123,6 +126,7 @@ def test_three_faces_keep_their_tracks() -> None:
         assert -0.25 <= lag_frames(run.kps[:, f], c.truth_kps[:, f]) <= 1.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scene", ["astronaut", "group"])
 def test_slow_processing_is_as_close_to_the_truth_as_the_raw_detector(scene: str) -> None:
     # Processing at 1/13 of the camera rate (a ~140 ms/face swapper with three faces): between two

@@ -131,6 +131,7 @@ def _pan(t: float) -> tuple[float, float]:
 
 
 # -- jitter, lag, flicker ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_smoothed_jitter_is_at_most_a_third_of_the_raw_detector(standin_dir: Path) -> None:
     frames, offsets = _clip(_still, 60)
     raw = _jitter_px(_kps(_run(_pipe(standin_dir, tracking=False), frames)), offsets)
@@ -140,6 +141,7 @@ def test_smoothed_jitter_is_at_most_a_third_of_the_raw_detector(standin_dir: Pat
     assert smooth <= raw / 3.0, (raw, smooth)
 
 
+@pytest.mark.slow
 def test_moving_face_lags_at_most_one_frame(standin_dir: Path) -> None:
     # A sine: the delay that best aligns the keypoints with the known motion.
     frames, _ = _clip(_sine, 60, seed=1)
@@ -158,6 +160,7 @@ def test_moving_face_lags_at_most_one_frame(standin_dir: Path) -> None:
     assert behind <= 1.0
 
 
+@pytest.mark.slow
 def test_no_flicker_when_detections_are_missed(standin_dir: Path) -> None:
     frames, _ = _clip(_sine, 60, seed=2)
     rng = np.random.default_rng(5)
@@ -186,6 +189,7 @@ def test_no_flicker_when_detections_are_missed(standin_dir: Path) -> None:
     assert switches[True] == 0 and counts[True][FIRST] == 1
 
 
+@pytest.mark.slow
 def test_clean_clips_do_not_flicker(standin_dir: Path) -> None:
     pipe = _pipe(standin_dir, tracking=True)
     for motion in (_still, _sine, _pan):

@@ -184,6 +184,7 @@ def _run_with_display_change(
     return notices, frames
 
 
+@pytest.mark.slow
 @pytest.mark.gl
 @pytest.mark.skipif(not egl_available(), reason="no EGL for the headless surface")
 def test_kiosk_keeps_running_through_a_failed_reopen_and_heals(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -219,6 +220,7 @@ def test_kiosk_keeps_running_through_a_failed_reopen_and_heals(tmp_path: Path, m
     assert Image.open(shot).size == (400, 240)  # the new settings in the end
 
 
+@pytest.mark.slow
 @pytest.mark.gl
 def test_real_window_lost_x_server_goes_offscreen_then_reopens(xvfb_display: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """A real glfw window under Xvfb; at the display change DISPLAY names a server that is not
@@ -261,6 +263,7 @@ def test_real_window_lost_x_server_goes_offscreen_then_reopens(xvfb_display: str
     assert sizes[0] == (320, 180) and sizes[-1] == (400, 240)  # a real window, then the new one
 
 
+@pytest.mark.slow
 @pytest.mark.gl
 @pytest.mark.skipif(not egl_available(), reason="no EGL for the headless surface")
 def test_a_good_reload_during_the_back_off_keeps_the_display_problem_on_screen(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import cv2
 import numpy as np
@@ -48,6 +48,11 @@ class ColorOptions:
     method: ColorMethod = "none"
     strength: float = 1.0
     smoothing_s: float = 0.25
+
+    @classmethod
+    def of(cls, processing: Any) -> ColorOptions:
+        """From the ``processing:`` config section (``color_correction``, ``color_strength``)."""
+        return cls(method=processing.color_correction, strength=processing.color_strength)
 
     def __post_init__(self) -> None:
         if self.method not in COLOR_METHODS:

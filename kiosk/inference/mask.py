@@ -4,7 +4,7 @@ The one place the mask contract lives. The CPU paste-back (:mod:`kiosk.inference
 GPU composite (:mod:`kiosk.render.composite`, ``shaders/frame.frag``) both take the ``(S, S)``
 uint8 alpha built here and sample it bilinearly with the crop, so they cannot disagree about the
 mask. It imports nothing from the config, the renderer or the booth; :class:`MaskOptions` is built
-from the ``mask:`` config section by :func:`kiosk.processing.pipeline.mask_options`.
+from the ``mask:`` config section by :meth:`MaskOptions.of`.
 
 With ``u, v`` the crop-space coordinates of a pixel centre (pixel ``x`` has ``u = x + 0.5``) in a
 crop of side ``S``, ``kps`` the five keypoints mapped into the crop, and ``clamp01`` = clamp to
@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import numpy as np
 from numba import njit
 from numpy.typing import NDArray
 
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5
+from kiosk.util.options import copy_fields
 
 MaskShape = Literal["box", "face"]
 
@@ -80,6 +81,11 @@ class MaskOptions:
     feather: float = MASK_FEATHER_FRAC
     mouth: float = 0.0
     occlusion: bool = False
+
+    @classmethod
+    def of(cls, section: Any) -> MaskOptions:
+        """From the ``mask:`` config section (same field names)."""
+        return copy_fields(cls, section)
 
     def __post_init__(self) -> None:
         if self.shape not in ("box", "face"):

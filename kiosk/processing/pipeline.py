@@ -22,13 +22,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.config import KioskConfig, MaskConfig, ProcessingConfig
+from kiosk.config import KioskConfig, ProcessingConfig
 from kiosk.inference import color as color_mod
 from kiosk.inference import mask as mask_mod
 from kiosk.inference.align import align_matrix, arcface_template
@@ -51,7 +51,8 @@ from kiosk.processing.tracking import FaceTracker, Policy, Track
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 if TYPE_CHECKING:
-    from kiosk.booth.faces import FaceEntry, LibrarySnapshot
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import FaceEntry, FaceLibrary, LibrarySnapshot
     from kiosk.processing.pipelined import PipelinedDetection
 
 log = logging.getLogger(__name__)
@@ -63,8 +64,6 @@ __all__ = [
     "SwapPipeline",
     "TrackingOptions",
     "build_processor",
-    "color_options",
-    "mask_options",
     "model_paths",
     "open_detector",
     "open_parser",
@@ -101,23 +100,6 @@ def missing_models(cfg: KioskConfig, include_enhancer: bool | None = None) -> li
         if not p.is_file():
             out.append(p)
     return out
-
-
-def mask_options(mask: MaskConfig) -> MaskOptions:
-    """The mask module's options from the ``mask:`` config section."""
-    top, right, bottom, left = mask.padding
-    return MaskOptions(
-        shape=mask.shape,
-        padding=(top, right, bottom, left),
-        feather=mask.feather,
-        mouth=mask.mouth,
-        occlusion=mask.occlusion,
-    )
-
-
-def color_options(proc: ProcessingConfig) -> ColorOptions:
-    """The colour correction's options from ``processing.color_correction`` / ``color_strength``."""
-    return ColorOptions(method=proc.color_correction, strength=proc.color_strength)
 
 
 def read_image(path: str | Path) -> FrameBGR:
@@ -205,7 +187,7 @@ class TrackingOptions:
     hold_frames: int = 5
 
     @classmethod
-    def from_config(cls, proc: ProcessingConfig) -> TrackingOptions:
+    def of(cls, proc: ProcessingConfig) -> TrackingOptions:
         return cls(
             detect_every=proc.detect_every,
             roi_det_size=proc.roi_det_size,
@@ -344,10 +326,10 @@ class SwapPipeline:
             enhance=use_enh,
             enhance_blend=proc.enhance_blend,
             gpu_requested=gpu,
-            tracking=TrackingOptions.from_config(proc) if proc.tracking else None,
+            tracking=TrackingOptions.of(proc) if proc.tracking else None,
             face_policy=proc.face_policy,
-            mask=mask_options(cfg.mask),
-            color=color_options(proc),
+            mask=MaskOptions.of(cfg.mask),
+            color=ColorOptions.of(proc),
             swap_resolution=proc.swap_resolution,
             # mask.occlusion: the face parser (models.parser; a missing file is a missing model).
             face_parser=open_parser(cfg),
@@ -843,8 +825,8 @@ class SwapProcessor:
         *,
         composite: str = "cpu",
         notice: str = "",
-        library: Any = None,
-        controls: Any = None,
+        library: FaceLibrary | None = None,
+        controls: ControlState | None = None,
         rescan_s: float = 2.0,
         scan_budget_s: float | None = None,
         model_digest: str = "",

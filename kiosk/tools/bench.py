@@ -64,7 +64,7 @@ from kiosk.types import FrameBGR, SwapResult
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]  # the checkout (kiosk/tools/bench.py)
 #: Processed frames measured by default with ``--cost-matched`` (seconds each on a CPU).
 COST_MATCHED_FRAMES = 3
 #: Stage columns recorded per processed frame.
