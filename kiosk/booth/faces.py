@@ -55,6 +55,7 @@ from kiosk.util.files import (
     FileTooLargeError,
     NotRegularFileError,
     kind_of,
+    open_regular,
     read_regular_file,
     regular_file_kind,
     shown,
@@ -262,7 +263,7 @@ class PhotoReader:
 
 def file_digest(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:  # a FIFO or device at the path never blocks
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()

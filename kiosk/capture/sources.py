@@ -19,8 +19,12 @@ import numpy as np
 
 from kiosk.config import SourceConfig
 from kiosk.types import FrameBGR
+from kiosk.util.files import read_regular_file, shown
+from kiosk.util.images import ImageDecodeError, decode_image
 
 log = logging.getLogger(__name__)
+#: A still picture larger than this is not read.
+MAX_IMAGE_FILE_BYTES = 64 << 20
 
 
 class SourceError(Exception):
@@ -216,11 +220,18 @@ class ImageSource:
         self._pacer = _Pacer(fps)
 
     def open(self) -> None:
-        if not self.path.is_file():
-            raise SourceError(f"{self.path}: image file not found (fix source.path)")
-        image = cv2.imread(str(self.path), cv2.IMREAD_COLOR)
-        if image is None:
-            raise SourceError(f"{self.path}: not a readable image (use a JPEG or PNG)")
+        # A regular file only (a FIFO at the path never blocks the capture thread), sized from its
+        # header and decoded within the decode budget (a huge JPEG comes reduced).
+        try:
+            data = read_regular_file(self.path, MAX_IMAGE_FILE_BYTES)
+        except FileNotFoundError:
+            raise SourceError(f"{shown(self.path)}: image file not found (fix source.path)") from None
+        except OSError as exc:
+            raise SourceError(f"{shown(self.path)}: cannot read the image: {exc.strerror or exc}") from None
+        try:
+            image = decode_image(data)
+        except ImageDecodeError as exc:
+            raise SourceError(f"{shown(self.path)}: {exc}") from None
         self._image = cast(FrameBGR, image)
         self.description = f"image {self.path.name} {image.shape[1]}x{image.shape[0]}"
 

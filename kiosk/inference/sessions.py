@@ -24,6 +24,7 @@ from kiosk.inference import ortlog
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
 from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
 from kiosk.util.errors import one_line
+from kiosk.util.files import regular_file_kind, shown
 from kiosk.util.options import copy_fields
 
 log = logging.getLogger(__name__)
@@ -167,8 +168,13 @@ def create_session(
 
     Raises :class:`ModelMissingError` / :class:`ModelCorruptError` with a one-line message."""
     p = Path(path)
+    what = regular_file_kind(p)
+    if what:  # a FIFO or device would block ONNX Runtime's open of the path
+        raise ModelCorruptError(
+            f"{shown(p)}: is {what}, not a model file — delete it and run: kiosk models fetch"
+        )
     if not p.is_file():
-        raise ModelMissingError(f"{p}: model file not found — run: kiosk models fetch")
+        raise ModelMissingError(f"{shown(p)}: model file not found — run: kiosk models fetch")
     requested = _requested(providers_cfg, base_dir, cuda_graph)
     if GPU_PROVIDERS & {name for name, _ in requested}:
         preload_gpu_libraries()  # pip's CUDA/cuDNN/TensorRT libraries, once, before the first GPU session

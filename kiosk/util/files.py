@@ -103,8 +103,8 @@ def read_regular_file(path: str | os.PathLike[str], max_bytes: int) -> bytes:
 
 
 def regular_file_kind(path: Path) -> str:
-    """``""`` for a regular file (or nothing there); otherwise what is there in words (``a
-    FIFO (named pipe)``), from ``lstat``... of the path followed (``stat``)."""
+    """``""`` for a regular file (or nothing there at all); otherwise what is there, in words
+    (``a FIFO (named pipe)``, ``a folder``...), symlinks followed."""
     try:
         st = path.stat()
     except OSError:
