@@ -43,6 +43,7 @@ from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
 from kiosk.booth.session import BoothSession
+from kiosk.booth.snapshots import SnapshotKeeper
 from kiosk.capture.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
@@ -177,6 +178,7 @@ class KioskApp:
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
         self.snapshots_written = 0
+        self._snapshot_keeper = SnapshotKeeper()  # snapshots a full folder did not take yet
         self._shots: ShotWriter | None = None  # started with the first screenshot or snapshot
         self._custom_source = source_factory is not None
         self._custom_processor = processor_factory is not None
@@ -642,20 +644,36 @@ class KioskApp:
     def _take_snapshot(self, surface: Any) -> None:
         """Read the frame just drawn; the writer thread encodes and saves it (queued, never dropped)."""
         self.controls.snapshot_requested = False
-        from kiosk.booth.snapshots import save_snapshot
-
         snap = self.cfg.snapshots
         folder, hours, files = self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files
         rgb = surface.read_rgb()
+        taken = time.time()
+        keeper = self._snapshot_keeper
 
-        def save() -> None:
-            try:
-                save_snapshot(rgb, folder, hours, files)
-                self.snapshots_written += 1
-            except OSError as exc:
-                log.error("snapshot not saved: %s", exc)
+        def save() -> None:  # a full folder: kept in memory, written when space returns
+            before = keeper.written
+            keeper.save(rgb, folder, hours, files, now=taken)
+            self.snapshots_written += keeper.written - before
 
         self._shot_writer().job(save)
+
+    def _retry_snapshots(self) -> None:
+        """Snapshots kept in memory (a full snapshot folder): hand the writer thread a retry now
+        and then."""
+        keeper = self._snapshot_keeper
+        if keeper.claim_retry():
+
+            def retry() -> None:
+                before = keeper.written
+                keeper.retry()
+                self.snapshots_written += keeper.written - before
+
+            self._shot_writer().job(retry)
+
+    def _staff_problem(self) -> str:
+        """The config's (or display's) problem and the snapshot folder's, for the staff warnings."""
+        snap = self._snapshot_keeper.problem
+        return " · ".join(p for p in (self._config_problem, snap) if p)
 
     def _write_screenshot(self, surface: Any) -> None:
         """Hand the frame just drawn to the writer thread, which replaces ``opts.screenshot`` by it
@@ -835,6 +853,7 @@ class KioskApp:
         self.renderer.draw(size, overlay, booth=booth, now=mono)
         if self.controls.snapshot_requested:
             self._take_snapshot(surface)
+        self._retry_snapshots()
         every = self.loop_options.screenshot_every_s
         if every and now >= self._schedule.shot:
             self._write_screenshot(surface)
