@@ -262,6 +262,29 @@ def photo_png(name: str, squares: Mapping[str, tuple[int, int, int]] = PHOTO_SQU
     return bytes(buf) if ok else b""
 
 
+def bomb_jpeg(width: int = 30000, height: int = 30000) -> bytes:
+    """A decompression bomb: a real progressive JPEG (Pillow, a solid colour) whose frame header
+    claims ``width`` x ``height`` pixels, a few hundred bytes on disk. OpenCV's decoder holds the
+    full-size coefficient buffer of a progressive JPEG even at 1/8 scale: 2.7 GB and 9 s for the
+    default size (measured with the code before the decode budget)."""
+    import io
+    import struct
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (200, 120, 80)).save(buf, "JPEG", progressive=True, quality=90)
+    data = bytearray(buf.getvalue())
+    i = 2
+    while i + 4 <= len(data):
+        marker, length = data[i + 1], struct.unpack(">H", data[i + 2 : i + 4])[0]
+        if marker == 0xC2:  # SOF2, progressive: precision, height, width
+            struct.pack_into(">HH", data, i + 5, height, width)
+            return bytes(data)
+        i += 2 + length
+    raise AssertionError("Pillow wrote no progressive frame header")
+
+
 def make_booth(
     folder: Path,
     photos: tuple[str, ...] = ("ann",),

@@ -899,6 +899,12 @@ class SwapProcessor:
             self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
         return True
 
+    def _notice_into(self, out: SwapResult) -> None:
+        """The stage's standing notice, and the kernel cache's problem when its folder could not be
+        used (:mod:`kiosk.inference.jit`: the swap goes on, compiled in memory)."""
+        cache = jit.cache_problem()
+        out.notice = f"{self.notice} · {cache}" if cache and self.notice else (self.notice or cache)
+
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         if not self._select():
             self._no_faces.process(frame_bgr, out)
@@ -916,9 +922,7 @@ class SwapProcessor:
         out.faces[:] = faces
         out.faces_pasted = self.paste
         out.faces_detected = self.pipe.times.faces
-        # A kernel cache that could not be used is said on the staff notice (the swap goes on).
-        cache = jit.cache_problem()
-        out.notice = f"{self.notice} · {cache}" if cache and self.notice else (self.notice or cache)
+        self._notice_into(out)
         if self.on_frame is not None:
             self.on_frame(self.pipe)
 

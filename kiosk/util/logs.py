@@ -81,6 +81,22 @@ class RepeatFilter(logging.Filter):
         return True
 
 
+def unsurrogate(text: str) -> str:
+    """``text`` with the lone surrogates of undecodable file name bytes as ``\\xNN`` escapes."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+class SafeFormatter(logging.Formatter):
+    """A formatter whose lines any stream can write: a file name's undecodable bytes as ``\\xNN``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return unsurrogate(super().format(record))
+
+
 def safe_file_handler(path: Path, max_bytes: int = 10_000_000, backups: int = 5) -> logging.Handler:
     """A rotating UTF-8 log file that writes any text (undecodable file names as ``\\xNN``)."""
     return logging.handlers.RotatingFileHandler(
