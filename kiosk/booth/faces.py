@@ -274,9 +274,11 @@ class ModelDigests:
 
     def __init__(self, cache_file: Path) -> None:
         self.cache_file = cache_file
-        try:
-            self._known: dict[str, list[object]] = json.loads(cache_file.read_text())
+        try:  # a regular file only (never blocking on a FIFO), bounded
+            self._known: dict[str, list[object]] = json.loads(read_regular_file(cache_file, 4 << 20))
         except (OSError, ValueError):
+            self._known = {}
+        if not isinstance(self._known, dict):
             self._known = {}
 
     def digest(self, paths: Sequence[Path]) -> str:
