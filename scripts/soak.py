@@ -780,7 +780,9 @@ def run_faults(args: argparse.Namespace) -> int:
         injector.finish()
         if cache_mounted and sys.exc_info()[0] is not None:  # the harness failed: never leave the mount
             proc.kill()
-            subprocess.run(["umount", "-l", str(booth / "cache")], capture_output=True, timeout=30, check=False)
+            subprocess.run(
+                ["umount", "-l", str(booth / "cache")], capture_output=True, timeout=30, check=False
+            )
     try:
         rc = proc.wait(timeout=max(30.0, args.hang_s + 10))
     except subprocess.TimeoutExpired:
