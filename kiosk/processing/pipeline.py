@@ -120,7 +120,7 @@ def read_image(path: str | Path) -> FrameBGR:
     try:
         return decode_image(data)
     except ImageDecodeError as exc:
-        raise ImageError(f"{shown(p)}: {exc}") from None
+        raise ImageError(f"{shown(p)}: cannot decode the image: {exc}") from None
 
 
 def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetector:
