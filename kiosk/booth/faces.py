@@ -191,18 +191,21 @@ class PhotoReader:
         self._done: dict[_Job, PhotoRead] = {}
         self._failed: dict[_Job, PhotoRead] = {}
         self._busy: _Job | None = None
+        self._busy_since = 0.0  # monotonic time the read in progress started
         self._thread: threading.Thread | None = None
-        self.reads = 0  # files read (tests: a failed photo is not read again)
 
     def get(self, job: _Job, wait_s: float | None) -> PhotoRead | None:
         """The read of ``job`` if it is done (asking for it first if it is not queued yet); waits
-        up to ``wait_s`` for it (None: until it is done; 0: not at all)."""
+        up to ``wait_s`` for it (None: until it is done; 0: not at all; not at all either while a
+        read has been going on for longer than ``wait_s``: a large photo, decoded meanwhile)."""
         with self._cond:
             found = self._take(job)
             if found is not None:
                 return found
             if job not in self._queue and job != self._busy:
                 self._queue.append(job)
+            if wait_s and self._busy is not None and time.monotonic() - self._busy_since > wait_s:
+                wait_s = 0  # a long read is in progress: waiting once was enough, go on with the frame
             if wait_s != 0 and job in self._queue:  # first in line: it is what the caller waits for
                 self._queue.remove(job)
                 self._queue.insert(0, job)
@@ -247,8 +250,8 @@ class PhotoReader:
                         self._thread = None
                     return
                 job = self._busy = self._queue.pop(0)
+                self._busy_since = time.monotonic()
             try:
-                self.reads += 1
                 read = self._work(*job)
             except Exception as exc:  # never end the reader: the photo gets the problem
                 first = (str(exc).strip().splitlines() or [""])[-1][:160]
