@@ -4,7 +4,8 @@ its screenshot sampled while faults are injected one after the other:
 
 * a decompression-bomb photo (30000x30000 progressive JPEG) dropped into the faces folder;
 * the config file replaced by a FIFO, then put back;
-* the faces folder moved away for a moment, then a regular file in its place, then back.
+* the faces folder moved away for a moment, then a regular file in its place, then back;
+* a staff snapshot the snapshot folder cannot take (a file in the way), then the way cleared.
 
 Each must leave the swap on screen (the tint on both faces in every sample), name the problem in
 the staff warnings within a few seconds, and clear once fixed. The full kernel cache disk runs a
@@ -44,7 +45,10 @@ def _peak_rss_mb() -> float:
 
 
 def test_bomb_photo_fifo_config_and_faces_folder_away_keep_the_swap_on_screen(tmp_path):
-    cfg_path = soak.make_booth(tmp_path, ("ann", "ben"))
+    # Snapshots go to snaps/today; "snaps" starts as a regular file, so none can be written yet.
+    yaml = soak.booth_yaml(0) + "snapshots: {enabled: true, dir: snaps/today}\n"
+    cfg_path = soak.make_booth(tmp_path, ("ann", "ben"), yaml=yaml)
+    (tmp_path / "snaps").write_text("in the way\n")
     shot = tmp_path / "shot.png"
     app = KioskApp(
         load_config(cfg_path),
@@ -122,6 +126,19 @@ def test_bomb_photo_fifo_config_and_faces_folder_away_keep_the_swap_on_screen(tm
             away.rename(faces)
             seen["back_s"] = wait_for(lambda: "faces folder" not in staff(), 20)
             seen["entries_after"] = [e.name for e in app.library.snapshot.entries]
+            # 4. a snapshot the folder cannot take: kept in memory, written once it can
+            phase[0] = "snapshot"
+            app.controls.snapshot_requested = True
+            seen["snap_named_s"] = wait_for(
+                lambda: "snapshot not saved:" in staff() and "1 kept in memory" in staff(), 20
+            )
+            (tmp_path / "snaps").unlink()  # space returns
+            t_free = time.monotonic()
+            seen["snap_written_s"] = wait_for(
+                lambda: any((tmp_path / "snaps" / "today").glob("snapshot-*.jpg")), 20
+            )
+            seen["snap_cleared"] = wait_for(lambda: "snapshot" not in staff(), 10) is not None
+            seen["snap_written_after_free_s"] = time.monotonic() - t_free
             phase[0] = "end"
             wait_for(lambda: False, 1.0)
         finally:
@@ -133,7 +150,7 @@ def test_bomb_photo_fifo_config_and_faces_folder_away_keep_the_swap_on_screen(tm
     t.join(30)
     print({k: (round(v, 2) if isinstance(v, float) else v) for k, v in seen.items()})
     assert seen["loaded"] is not None, "the booth never swapped"
-    on = {p: [s[2] for s in samples if s[1] == p] for p in ("bomb", "fifo", "faces_away", "end")}
+    on = {p: [s[2] for s in samples if s[1] == p] for p in ("bomb", "fifo", "faces_away", "snapshot", "end")}
     print({p: f"{sum(v)}/{len(v)} samples swapped" for p, v in on.items()})
     # The bomb: named within seconds from its header, never decoded (no 2.7 GB), the swap stays on.
     assert seen["bomb_named_s"] is not None
@@ -147,6 +164,8 @@ def test_bomb_photo_fifo_config_and_faces_folder_away_keep_the_swap_on_screen(tm
         seen["away_named_s"] is not None and seen["file_named_s"] is not None and seen["back_s"] is not None
     )
     assert seen["cache_kept"] and seen["entries_after"] == ["ann", "ben"]
+    # The snapshot: the staff line says it is kept; it is on disk within the retry period.
+    assert seen["snap_named_s"] is not None and seen["snap_written_s"] is not None and seen["snap_cleared"]
     for p, v in on.items():
         assert v and all(v), (p, v)  # the swap on screen in every sample of every phase
 
