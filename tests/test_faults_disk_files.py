@@ -659,3 +659,13 @@ def test_a_camera_that_is_not_there_says_one_line_not_opencvs_warnings():
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("ERR camera 57 cannot be opened") == 3, proc.stdout
     assert "cap_v4l" not in proc.stderr and "WARN" not in proc.stderr, proc.stderr
+
+
+def test_a_fifo_named_like_a_photo_is_named_not_opened(tmp_path):
+    lib = _library(tmp_path, ("ann",))
+    fifo = _fifo(lib.folder / "pipe.jpg")  # type: ignore[operator]
+    _returns(lambda: lib.refresh(FakeAnalyzer(), "m"), unblock=lambda: _release(fifo))
+    assert [e.name for e in lib.snapshot.entries] == ["ann"]
+    assert lib.snapshot.problems == (
+        "pipe.jpg: is a FIFO (named pipe), not a photo file; replace it with a JPEG or PNG",
+    )

@@ -461,7 +461,8 @@ class FaceLibrary:
                 f"faces folder {shown(folder)} is {what}, not a folder (move it away and create the folder, or fix faces.dir)",
             )
         try:
-            found += [p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()]
+            # Not only regular files: a FIFO or device named like a photo is named as such, never opened.
+            found += [p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and not p.is_dir()]
         except OSError as exc:  # unreadable folder: keep what was loaded, say why
             return (
                 [*found, *kept],
