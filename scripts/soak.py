@@ -159,11 +159,11 @@ def _fmt(v: float | None, spec: str = "6.1f") -> str:
 FAULT_KINDS = (
     "source_gone",
     "bad_photos",
+    "bomb_photo",
     "config_churn",
     "model_errors",
-    "hung_call",
-    "bomb_photo",
     "full_cache_disk",
+    "hung_call",  # last: once injected it leaves the cycle, which then goes on with the others
 )
 #: ``--window``: the kinds cycled by default (face keys are pressed all the time besides).
 WINDOW_FAULT_KINDS = (*FAULT_KINDS[:2], "faces_churn", *FAULT_KINDS[2:])
