@@ -670,11 +670,6 @@ class KioskApp:
 
             self._shot_writer().job(retry)
 
-    def _staff_problem(self) -> str:
-        """The config's (or display's) problem and the snapshot folder's, for the staff warnings."""
-        snap = self._snapshot_keeper.problem
-        return " · ".join(p for p in (self._config_problem, snap) if p)
-
     def _write_screenshot(self, surface: Any) -> None:
         """Hand the frame just drawn to the writer thread, which replaces ``opts.screenshot`` by it
         atomically (a reader never sees half a PNG); a newer frame replaces one still waiting."""
@@ -684,8 +679,10 @@ class KioskApp:
         self._shot_writer().screenshot(path, surface.read_rgb())
 
     def _staff_problem(self) -> str:
-        """The staff warning line: a config problem, else the keepsakes' (server down, print failed)."""
-        return self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
+        """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
+        and the snapshot folder's (snapshots kept in memory while it is full)."""
+        first = self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
+        return " · ".join(p for p in (first, self._snapshot_keeper.problem) if p)
 
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
