@@ -55,8 +55,8 @@ class ConfigWatcher:
         # that blocks the render loop (load_config then names what is there).
         try:
             return hashlib.sha256(read_regular_file(self.path, MAX_YAML_BYTES)).hexdigest()
-        except FileTooLargeError:  # refused by load_config; its size tells one such file from another
-            return f"too large: {self.path.stat().st_size}"
+        except FileTooLargeError as exc:  # refused by load_config; its size tells one such file from another
+            return f"too large: {exc}"
         except OSError:
             return None
 
