@@ -30,6 +30,8 @@ from numpy.typing import NDArray
 DECODE_BUDGET_BYTES = 256 << 20
 #: A JPEG larger than this is decoded reduced (1/2, 1/4, 1/8) to at most this many pixels.
 JPEG_TARGET_PIXELS = 16_000_000
+#: Pillow's names of what OpenCV decodes as a JPEG (a phone's MPO is a JPEG with more pictures after it).
+JPEG_FORMATS = frozenset({"JPEG", "MPO"})
 #: Beyond this a header is nonsense, whatever the format.
 MAX_SIDE_PX = 100_000
 _REDUCED = {
@@ -85,13 +87,13 @@ def probe_image(data: bytes) -> ImageInfo:
                     mode = im.mode
                     bands = len(im.getbands())
                     progressive = bool(im.info.get("progressive") or im.info.get("progression"))
-                    layer = getattr(im, "layer", None) if fmt == "JPEG" else None
+                    layer = getattr(im, "layer", None) if fmt in JPEG_FORMATS else None
             finally:
                 Image.MAX_IMAGE_PIXELS = limit
     except Exception:  # UnidentifiedImageError, truncated headers, ...
         raise ImageDecodeError("not a readable image; use a JPEG or PNG") from None
     sampling: tuple[tuple[int, int], ...] = ()
-    if fmt == "JPEG" and not progressive:
+    if fmt in JPEG_FORMATS and not progressive:
         progressive = jpeg_first_scan_partial(data)
     if layer:
         sampling = tuple((max(1, int(c[1])), max(1, int(c[2]))) for c in layer)
@@ -153,7 +155,7 @@ def decode_cost(info: ImageInfo, target_pixels: int = JPEG_TARGET_PIXELS) -> tup
     The BGR result (twice: OpenCV may rotate a copy by the EXIF orientation), plus for a JPEG the
     full-size coefficient buffer when progressive, plus for the other formats the decoder's own
     full-size picture in its native layout (bands × bytes per sample)."""
-    if info.format == "JPEG":
+    if info.format in JPEG_FORMATS:
         scale = jpeg_scale(info, target_pixels)
         w, h = -(-info.width // scale), -(-info.height // scale)
         need = 2 * w * h * 3
@@ -186,7 +188,7 @@ def decode_image(data: bytes, budget_bytes: int = DECODE_BUDGET_BYTES) -> NDArra
     (see :func:`jpeg_scale`)."""
     info = probe_image(data)
     scale = check_decodable(info, budget_bytes)
-    flag = _REDUCED[scale] if info.format == "JPEG" else cv2.IMREAD_COLOR
+    flag = _REDUCED[scale] if info.format in JPEG_FORMATS else cv2.IMREAD_COLOR
     image = cv2.imdecode(np.frombuffer(data, np.uint8), flag)
     if image is None or image.ndim != 3 or image.shape[2] != 3 or min(image.shape[:2]) < 1:
         raise ImageDecodeError("not a readable image (damaged or truncated?); use a JPEG or PNG")
