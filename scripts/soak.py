@@ -23,7 +23,13 @@ once the swap is on screen, injects a fault every ``--fault-every`` seconds, cyc
 - ``config_churn``: the YAML rewritten with a harmless change; every second time first half of it
   (invalid), completed 1.5 s later;
 - ``model_errors``: for 4 s, ``--error-rate`` of the ONNX Runtime calls raise ``Fail``;
-- ``hung_call``: once per run, one call blocks for ``--hang-s`` seconds.
+- ``hung_call``: once per run, one call blocks for ``--hang-s`` seconds;
+- ``bomb_photo``: a decompression bomb (a 30000x30000 progressive JPEG of a few hundred bytes,
+  :func:`bomb_jpeg`) added to the faces folder, removed half a period later;
+- ``full_cache_disk``: the booth's cache folder (the face latents and ``NUMBA_CACHE_DIR``) is a
+  16 MB tmpfs the harness mounts (root only; elsewhere the kind is skipped with a note); the fault
+  fills it to the last byte and adds a new good photo (its latent cannot be cached), then frees
+  the space and removes the photo half a period later.
 
 Model faults are injected by ``scripts/soak_inject.py``, loaded into the child as ``sitecustomize``
 (it wraps ``InferenceSession.run``/``run_with_iobinding`` as a JSON control file says); the
@@ -150,7 +156,15 @@ def _fmt(v: float | None, spec: str = "6.1f") -> str:
 # -- fault mode (--faults) ---------------------------------------------------------------------------
 
 #: Fault kinds, in the order they are cycled through.
-FAULT_KINDS = ("source_gone", "bad_photos", "config_churn", "model_errors", "hung_call")
+FAULT_KINDS = (
+    "source_gone",
+    "bad_photos",
+    "bomb_photo",
+    "config_churn",
+    "model_errors",
+    "full_cache_disk",
+    "hung_call",  # last: once injected it leaves the cycle, which then goes on with the others
+)
 #: ``--window``: the kinds cycled by default (face keys are pressed all the time besides).
 WINDOW_FAULT_KINDS = (*FAULT_KINDS[:2], "faces_churn", *FAULT_KINDS[2:])
 
@@ -167,6 +181,8 @@ ALLOWANCE_S = {
     "hung_call": 10.0,  # processing.stall_s (5 s) to abandon the call + a rebuild
     "swap_off": 3.0,  # test-only: a config churn that disables processing for good
     "faces_churn": 2.0,  # --window: each of the library changes (faces.rescan_s 2 s)
+    "bomb_photo": 2.0,  # refused from its header at the next library rescan: never off screen
+    "full_cache_disk": 2.0,  # the new photo's latent is not cached: the swap goes on
 }
 
 #: Where the harness's synthetic booth shows its two "faces" (white squares the stand-in
@@ -262,6 +278,44 @@ def photo_png(name: str, squares: Mapping[str, tuple[int, int, int]] = PHOTO_SQU
     return bytes(buf) if ok else b""
 
 
+def mount_tmpfs(folder: Path, size: str) -> bool:
+    """Mount a tmpfs of ``size`` (``16m``) on ``folder``; False where that is not allowed (not root)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def bomb_jpeg(width: int = 30000, height: int = 30000) -> bytes:
+    """A decompression bomb: a real progressive JPEG (Pillow, a solid colour) whose frame header
+    claims ``width`` x ``height`` pixels, a few hundred bytes on disk. OpenCV's decoder holds the
+    full-size coefficient buffer of a progressive JPEG even at 1/8 scale: 2.7 GB and 9 s for the
+    default size (measured with the code before the decode budget)."""
+    import io
+    import struct
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 64), (200, 120, 80)).save(buf, "JPEG", progressive=True, quality=90)
+    data = bytearray(buf.getvalue())
+    i = 2
+    while i + 4 <= len(data):
+        marker, length = data[i + 1], struct.unpack(">H", data[i + 2 : i + 4])[0]
+        if marker == 0xC2:  # SOF2, progressive: precision, height, width
+            struct.pack_into(">HH", data, i + 5, height, width)
+            return bytes(data)
+        i += 2 + length
+    raise AssertionError("Pillow wrote no progressive frame header")
+
+
 def make_booth(
     folder: Path,
     photos: tuple[str, ...] = ("ann",),
@@ -312,6 +366,7 @@ class Injector:
         self._ctl: dict[str, Any] = {}
         self._churn = 0
         self._bad_photo = 0
+        self.cache_mounted = False  # the booth's cache folder is the harness's tmpfs (full_cache_disk)
 
     def _write_control(self) -> None:
         tmp = self.control.with_suffix(".tmp")
@@ -438,6 +493,46 @@ class Injector:
 
         self._later(self.period_s * 0.25, "faces_churn: photos removed", shrink)
         self._later(self.period_s * 0.5, "faces_churn: photos back", restore)
+
+    def _bomb_photo(self) -> None:
+        bomb = self.folder / "faces" / f"zz_bomb_{self.counts['bomb_photo']}.jpg"
+        _write_atomically(bomb, bomb_jpeg())
+        start = time.time()
+        self._window("bomb_photo", start, start)
+
+        def remove() -> None:
+            bomb.unlink(missing_ok=True)
+            self._window("bomb_photo", time.time(), time.time())
+
+        self._later(self.period_s * 0.5, "bomb_photo: removed", remove)
+
+    def _full_cache_disk(self) -> None:
+        cache = self.folder / "cache"
+        if not self.cache_mounted:
+            self._log("full_cache_disk: skipped (the cache folder is not a tmpfs: needs root to mount)")
+            return
+        filler = cache / "zz_filler.bin"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:  # to the last byte: ENOSPC for every write after this
+            for size in (1 << 20, 4096, 1):
+                try:
+                    while os.write(fd, b"\0" * size):
+                        pass
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+        photo = self.folder / "faces" / f"zz_new_{self.counts['full_cache_disk']}.png"
+        _write_atomically(photo, photo_png("eve"))  # a new face whose latent cannot be cached
+        start = time.time()
+        stay = self.period_s * 0.5
+        self._window("full_cache_disk", start, start + stay)
+
+        def free() -> None:
+            filler.unlink(missing_ok=True)
+            photo.unlink(missing_ok=True)
+
+        self._later(stay, "full_cache_disk: space freed, photo removed", free)
 
     def _swap_off(self) -> None:
         start = time.time()
@@ -594,6 +689,9 @@ def run_faults(args: argparse.Namespace) -> int:
     shot, stats_path, log_path = tmp / "live.png", tmp / "stats.json", tmp / "kiosk.log"
     paths = [str(inject_dir), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = dict(os.environ, KIOSK_SOAK_FAULTS=str(control), PYTHONPATH=os.pathsep.join(paths))
+    cache_mounted = "full_cache_disk" in kinds and mount_tmpfs(booth / "cache", "16m")
+    if cache_mounted:  # the kernel cache and the face latents on a disk the harness can fill
+        env["NUMBA_CACHE_DIR"] = str(booth / "cache" / "numba")
     cmd = [
         sys.executable, "-m", "kiosk", "run", "--config", str(config), "--headless", "--seconds", f"{seconds:g}",
         "--stats-json", str(stats_path), "--stats-interval", "2", "--screenshot", str(shot),
@@ -619,6 +717,7 @@ def run_faults(args: argparse.Namespace) -> int:
         print(f"soak: real window on DISPLAY={display}, face keys every {args.key_every:g} s", flush=True)
     print(f"soak: {' '.join(cmd)}\nsoak: booth {booth}, kiosk log {log_path}", flush=True)
     injector = Injector(booth, control, args.fault_every, args.hang_s, args.error_rate)
+    injector.cache_mounted = cache_mounted
     shots: list[tuple[float, bool, int]] = []
     samples: list[Sample] = []
     last_mtime: int | None = None
@@ -679,6 +778,11 @@ def run_faults(args: argparse.Namespace) -> int:
         if keys is not None:
             keys.stop()
         injector.finish()
+        if cache_mounted and sys.exc_info()[0] is not None:  # the harness failed: never leave the mount
+            proc.kill()
+            subprocess.run(
+                ["umount", "-l", str(booth / "cache")], capture_output=True, timeout=30, check=False
+            )
     try:
         rc = proc.wait(timeout=max(30.0, args.hang_s + 10))
     except subprocess.TimeoutExpired:
@@ -687,6 +791,8 @@ def run_faults(args: argparse.Namespace) -> int:
     if xvfb is not None:
         xvfb.terminate()
         xvfb.wait(5)
+    if cache_mounted:
+        subprocess.run(["umount", str(booth / "cache")], capture_output=True, timeout=30, check=False)
     elapsed = time.monotonic() - t0
     crashed = rc != 0 or elapsed < seconds * 0.95
     summary = summarise(samples, args.warmup)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 KIOSK = Path(__file__).resolve().parents[1] / "kiosk"
 
-CONFIG_MAY_IMPORT = {"kiosk.bindings", "kiosk.util.options", "kiosk.paths"}
+CONFIG_MAY_IMPORT = {"kiosk.bindings", "kiosk.util.options", "kiosk.util.files", "kiosk.paths"}
 #: The package itself (``kiosk/__init__.py``: the version and the project root) is neutral.
 NEUTRAL = {"kiosk"}
 FORBIDDEN_FOR_FEATURES = ("kiosk.config", "kiosk.booth")

@@ -267,6 +267,7 @@ def test_a_folder_of_new_photos_is_scanned_within_the_budget_over_several_refres
     lib = _library(tmp_path, names)
     slow = SlowAnalyzer(0.1)
     lib.clock = slow.clock
+    lib.read_wait_s = 60.0  # the photo reader's thread is waited for: the fake clock alone decides
     rounds = []
     while not rounds or lib.snapshot.pending:
         lib.refresh(slow, "m", budget_s=0.15)
@@ -335,6 +336,7 @@ def test_the_booth_stage_scans_a_folder_of_new_photos_over_several_frames(
     lib, controls = make_library(cfg), ControlState()
     ticks = iter(range(10_000))
     lib.clock = lambda: float(next(ticks))
+    lib.read_wait_s = 60.0  # the photo reader's thread is waited for: the fake clock alone decides
     proc = build_booth_processor(cfg, lib, controls)
     assert isinstance(proc, SwapProcessor) and proc.scan_budget_s == 0.5
     frame = np.ascontiguousarray(t1_bgr[:480, :640])

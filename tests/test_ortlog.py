@@ -69,7 +69,8 @@ def _run(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_cuda_fallback_is_stated_once_without_colour_codes(tmp_path: Path) -> None:
     """Three models on a machine where onnxruntime-gpu lists CUDA but cannot run it: the journal gets
-    ONNX Runtime's reason once, at its level and without ANSI codes, and one plain fallback line."""
+    one plain fallback line with ONNX Runtime's reason, without ANSI codes, and at most 3 lines in
+    all (the GPU libraries' summary, the fallback)."""
     proc = _run(
         f"""
         import logging, sys
@@ -95,10 +96,11 @@ def test_cuda_fallback_is_stated_once_without_colour_codes(tmp_path: Path) -> No
     lines = proc.stderr.splitlines()
     fallback = [ln for ln in lines if "FALLING BACK TO CPUExecutionProvider" in ln]
     assert len(fallback) == 1 and fallback[0].startswith("WARNING kiosk.inference.sessions:"), proc.stderr
-    ort_lines = [ln for ln in lines if ln.split(" ", 2)[1:2] == ["kiosk.onnxruntime:"]]
-    assert ort_lines, proc.stderr  # ONNX Runtime said why, through our logging...
-    assert len(ort_lines) == len(set(ort_lines)) <= 3, proc.stderr  # ...once, not per model
-    assert all(ln.split(" ", 1)[0] in {"WARNING", "ERROR"} for ln in ort_lines), ort_lines
+    # ONNX Runtime's reason is in the fallback line, said once (its own records stay at DEBUG)...
+    assert "cannot run here (" in fallback[0], fallback
+    assert "WARNING: " not in fallback[0], fallback  # the level is said once, by logging
+    # ...and the whole provider report of a CPU-only PC is at most 3 lines (was 8).
+    assert len(lines) <= 3, proc.stderr
     assert not [ln for ln in lines if "[W:onnxruntime" in ln or "[E:onnxruntime" in ln], proc.stderr
 
 

@@ -64,7 +64,7 @@ def test_swap_share_excludes_outages_and_frozen_frames():
 
 
 def test_fault_soak_injects_every_kind_and_measures_from_pixels(tmp_path):
-    data = _soak(tmp_path, "faults", "--minutes", "0.6", "--fault-every", "4", "--hang-s", "5")
+    data = _soak(tmp_path, "faults", "--minutes", "1.0", "--fault-every", "4", "--hang-s", "5")
     s = data["summary"]
     assert set(s["faults"]) == set(soak.FAULT_KINDS), s["faults"]
     assert all(n >= 1 for n in s["faults"].values())

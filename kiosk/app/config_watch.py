@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kiosk.config import MAX_YAML_BYTES, ConfigError, KioskConfig, load_config
+from kiosk.util.files import FileTooLargeError, read_regular_file
 
 log = logging.getLogger(__name__)
 
@@ -50,9 +51,12 @@ class ConfigWatcher:
         return (st.st_mtime_ns, st.st_size)
 
     def _hash(self) -> str | None:
+        # A regular file only, bounded: a FIFO or device put at the path is never opened in a way
+        # that blocks the render loop (load_config then names what is there).
         try:
-            with open(self.path, "rb") as f:  # bounded: a larger file is refused by load_config
-                return hashlib.sha256(f.read(MAX_YAML_BYTES + 1)).hexdigest()
+            return hashlib.sha256(read_regular_file(self.path, MAX_YAML_BYTES)).hexdigest()
+        except FileTooLargeError as exc:  # refused by load_config; its size tells one such file from another
+            return f"too large: {exc}"
         except OSError:
             return None
 

@@ -44,6 +44,7 @@ from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
 from kiosk.booth.session import BoothSession
+from kiosk.booth.snapshots import SnapshotKeeper
 from kiosk.capture.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
@@ -180,6 +181,7 @@ class KioskApp:
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
         self.snapshots_written = 0
+        self._snapshot_keeper = SnapshotKeeper()  # snapshots a full folder did not take yet
         #: The keepsakes' on-screen flow (:mod:`kiosk.keepsake.flow`) while their service runs.
         self.keepsake_flow: KeepsakeFlow | None = None
         self._keepsake_view: Any = None  # the last frame's KeepsakeView (None: idle)
@@ -658,20 +660,31 @@ class KioskApp:
     def _take_snapshot(self, surface: Any) -> None:
         """Read the frame just drawn; the writer thread encodes and saves it (queued, never dropped)."""
         self.controls.snapshot_requested = False
-        from kiosk.booth.snapshots import save_snapshot
-
         snap = self.cfg.snapshots
         folder, hours, files = self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files
         rgb = surface.read_rgb()
+        taken = time.time()
+        keeper = self._snapshot_keeper
 
-        def save() -> None:
-            try:
-                save_snapshot(rgb, folder, hours, files)
-                self.snapshots_written += 1
-            except OSError as exc:
-                log.error("snapshot not saved: %s", exc)
+        def save() -> None:  # a full folder: kept in memory, written when space returns
+            before = keeper.written
+            keeper.save(rgb, folder, hours, files, now=taken)
+            self.snapshots_written += keeper.written - before
 
         self._shot_writer().job(save)
+
+    def _retry_snapshots(self) -> None:
+        """Snapshots kept in memory (a full snapshot folder): hand the writer thread a retry now
+        and then."""
+        keeper = self._snapshot_keeper
+        if keeper.claim_retry():
+
+            def retry() -> None:
+                before = keeper.written
+                keeper.retry()
+                self.snapshots_written += keeper.written - before
+
+            self._shot_writer().job(retry)
 
     def _write_screenshot(self, surface: Any) -> None:
         """Hand the frame just drawn to the writer thread, which replaces ``opts.screenshot`` by it
@@ -682,8 +695,10 @@ class KioskApp:
         self._shot_writer().screenshot(path, surface.read_rgb())
 
     def _staff_problem(self) -> str:
-        """The staff warning line: a config problem, else the keepsakes' (server down, print failed)."""
-        return self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
+        """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
+        and the snapshot folder's (snapshots kept in memory while it is full)."""
+        first = self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
+        return " · ".join(p for p in (first, self._snapshot_keeper.problem) if p)
 
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
@@ -912,6 +927,7 @@ class KioskApp:
         self.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
         if self.controls.snapshot_requested:
             self._take_snapshot(surface)
+        self._retry_snapshots()
         every = self.loop_options.screenshot_every_s
         if every and now >= self._schedule.shot:
             self._write_screenshot(surface)

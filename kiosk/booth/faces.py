@@ -4,9 +4,12 @@ thumbnail, cached on disk, and kept in step with the folder while the kiosk runs
 * Each photo's largest face is used. A photo that is unreadable, has no face, or has two faces
   of similar size is skipped with a warning (log + staff view); the rest keep working.
 * Any bytes in the folder are safe: a photo that cannot be used is named in a one-line problem and
-  skipped (never an exception out of :meth:`FaceLibrary.refresh`). Photos are decoded with bounded
-  memory: the size is read from the header first; a large JPEG is decoded at 1/2, 1/4 or 1/8 scale
-  by the JPEG decoder itself, anything else over :data:`MAX_PHOTO_PIXELS` is refused.
+  skipped (never an exception out of :meth:`FaceLibrary.refresh`), and is not read again until it
+  changes. Only regular files are read, never blocking on a FIFO or device
+  (:func:`kiosk.util.files.read_regular_file`). Photos are decoded within a memory budget: the
+  size is read from the header first and what would need more is refused, whatever the format
+  (:mod:`kiosk.util.images`); reading and decoding run on the :class:`PhotoReader`'s thread, so a
+  large photo never holds the frame being swapped.
 * Cache entries are keyed by the photo's SHA-256 and a digest of the models the latent depends
   on (embedder and swapper), written atomically, and ignored when stale. A corrupt entry is deleted
   and recomputed; entries of photos no longer in the library are pruned.
@@ -32,11 +35,11 @@ import json
 import logging
 import os
 import re
+import stat
 import threading
 import time
-import warnings
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -48,6 +51,16 @@ from numpy.typing import NDArray
 from kiosk.config import ConfigError, KioskConfig, read_text_bounded, safe_yaml
 from kiosk.types import Face, FrameBGR
 from kiosk.util.atomic import atomic_write
+from kiosk.util.files import (
+    FileTooLargeError,
+    NotRegularFileError,
+    kind_of,
+    open_regular,
+    read_regular_file,
+    regular_file_kind,
+    shown,
+)
+from kiosk.util.images import ImageDecodeError, decode_image
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +69,10 @@ IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".webp", ".bmp"})
 NAMES_FILE = "faces.yaml"
 CACHE_VERSION = 1
 MAX_PHOTO_BYTES = 64 << 20  # a staff photo is a few MB
-MAX_PHOTO_PIXELS = 40_000_000  # decoded at full size up to this (8000x5000); 120 MB as BGR
-MAX_PHOTO_SIDE = 100_000  # beyond this a header is nonsense, even for a JPEG decoded at 1/8
-_PIL_HEADER_LOCK = threading.Lock()
+MAX_CACHE_ENTRY_BYTES = 16 << 20  # an entry is a latent and a thumbnail: a few hundred KB
+#: How long a refresh with a scan budget waits for the photo reader's first result (a small photo
+#: is read and decoded in a few ms; a large one finishes off the inference thread meanwhile).
+READ_WAIT_S = 0.05
 _CACHE_NAME = re.compile(r"[0-9a-f]{24}-[0-9a-f]{0,12}\.npz")
 
 
@@ -67,49 +81,18 @@ class PhotoError(ValueError):
 
 
 def decode_photo(data: bytes) -> FrameBGR:
-    """Decode an image file's bytes to BGR with bounded memory, or raise :class:`PhotoError`.
+    """Decode an image file's bytes to BGR within :data:`~kiosk.util.images.DECODE_BUDGET_BYTES`,
+    or raise :class:`PhotoError`.
 
-    The dimensions come from the header (Pillow reads no pixels in ``Image.open``). Up to
-    :data:`MAX_PHOTO_PIXELS` the photo is decoded as it is; a larger JPEG is decoded reduced by
-    the JPEG decoder (DCT scaling: the full-size picture never exists in memory); other formats
-    that large are refused, since their decoders would need the full-size buffer."""
-    from PIL import Image
-
-    if not data:
-        raise PhotoError("empty file (0 bytes); copy the photo again")
+    The size, mode and (for a JPEG) progressive mode come from the header (Pillow reads no pixels
+    in ``Image.open``); what would need more memory than the budget is refused before any pixel
+    is decoded, whatever the format (a progressive JPEG counts its full-size coefficient buffer,
+    which the decoder holds even at 1/8 scale). A large JPEG is decoded reduced by the JPEG
+    decoder itself (see :func:`kiosk.util.images.decode_image`)."""
     try:
-        with _PIL_HEADER_LOCK, warnings.catch_warnings():
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None  # the size is checked below
-            try:
-                with Image.open(io.BytesIO(data)) as im:  # header only: no pixels are decoded
-                    width, height = im.size
-                    fmt = im.format or "?"
-            finally:
-                Image.MAX_IMAGE_PIXELS = limit
-    except Exception:  # UnidentifiedImageError, DecompressionBombError, truncated headers, ...
-        raise PhotoError("not a readable image; use a JPEG or PNG") from None
-    if width <= 0 or height <= 0 or max(width, height) > MAX_PHOTO_SIDE:
-        raise PhotoError(f"claims {width}x{height} pixels, which is absurd; export the photo again")
-    pixels = width * height
-    flag = cv2.IMREAD_COLOR
-    if pixels > MAX_PHOTO_PIXELS:
-        reduced = {
-            2: cv2.IMREAD_REDUCED_COLOR_2,
-            4: cv2.IMREAD_REDUCED_COLOR_4,
-            8: cv2.IMREAD_REDUCED_COLOR_8,
-        }
-        factor = next((f for f in reduced if pixels / (f * f) <= MAX_PHOTO_PIXELS), 0)
-        if fmt != "JPEG" or not factor:
-            raise PhotoError(
-                f"{width}x{height} {fmt} is too large to decode safely "
-                f"(over {MAX_PHOTO_PIXELS // 1_000_000} megapixels); scale it down, e.g. to 2000 px wide"
-            )
-        flag = reduced[factor]
-    image = cv2.imdecode(np.frombuffer(data, np.uint8), flag)
-    if image is None or image.ndim != 3 or image.shape[2] != 3 or min(image.shape[:2]) < 1:
-        raise PhotoError("not a readable image (damaged or truncated?); use a JPEG or PNG")
-    return np.ascontiguousarray(image, dtype=np.uint8)
+        return decode_image(data)
+    except ImageDecodeError as exc:
+        raise PhotoError(str(exc)) from None
 
 
 class FaceAnalyzer(Protocol):
@@ -171,9 +154,119 @@ class _Scanned:
     problem: str
 
 
+#: One photo to read: (path, (mtime_ns, size), model digest).
+_Job = tuple[Path, tuple[int, int], str]
+
+
+@dataclass(frozen=True)
+class PhotoRead:
+    """What the photo reader found: the cache key and the cached (latent, thumbnail), or the
+    decoded picture, or a one-line problem naming the photo."""
+
+    key: str = ""
+    cached: tuple[NDArray[np.float32], FrameBGR] | None = None
+    image: FrameBGR | None = None
+    problem: str = ""
+
+
+class PhotoReader:
+    """Reads, hashes, looks up in the cache and decodes the library's new photos on its own
+    thread, so the inference thread (the library's writer) only runs the models on them.
+
+    One photo at a time, in the order asked; at most :attr:`MAX_READY` decoded pictures wait to
+    be taken (each is within the decode budget), so a folder of new photos never piles up in
+    memory. A failed read is remembered by (path, stamp, models): asking again, also from a fresh
+    inference thread after an abandoned one, answers at once without reading the file again,
+    until the file changes. The thread stops after :attr:`IDLE_S` without work and starts again
+    with the next request."""
+
+    MAX_READY = 2
+    IDLE_S = 5.0
+
+    def __init__(self, work: Callable[[Path, tuple[int, int], str], PhotoRead]) -> None:
+        self._work = work
+        self._cond = threading.Condition()
+        self._queue: list[_Job] = []
+        self._wanted: set[_Job] = set()  # someone waits for these: they skip the MAX_READY limit
+        self._done: dict[_Job, PhotoRead] = {}
+        self._failed: dict[_Job, PhotoRead] = {}
+        self._busy: _Job | None = None
+        self._busy_since = 0.0  # monotonic time the read in progress started
+        self._thread: threading.Thread | None = None
+
+    def get(self, job: _Job, wait_s: float | None) -> PhotoRead | None:
+        """The read of ``job`` if it is done (asking for it first if it is not queued yet); waits
+        up to ``wait_s`` for it (None: until it is done; 0: not at all; not at all either while a
+        read has been going on for longer than ``wait_s``: a large photo, decoded meanwhile)."""
+        with self._cond:
+            found = self._take(job)
+            if found is not None:
+                return found
+            if job not in self._queue and job != self._busy:
+                self._queue.append(job)
+            if wait_s and self._busy is not None and time.monotonic() - self._busy_since > wait_s:
+                wait_s = 0  # a long read is in progress: waiting once was enough, go on with the frame
+            if wait_s != 0 and job in self._queue:  # first in line: it is what the caller waits for
+                self._queue.remove(job)
+                self._queue.insert(0, job)
+                self._wanted.add(job)
+            self._start()
+            self._cond.notify_all()
+            if wait_s == 0:
+                return None
+            try:
+                self._cond.wait_for(lambda: job in self._done or job in self._failed, wait_s)
+            finally:
+                self._wanted.discard(job)
+            return self._take(job)
+
+    def keep_only(self, jobs: set[_Job]) -> None:
+        """Forget queued jobs and results that are not in ``jobs`` (photos changed or removed)."""
+        with self._cond:
+            self._queue = [j for j in self._queue if j in jobs]
+            for table in (self._done, self._failed):
+                for j in [j for j in table if j not in jobs]:
+                    del table[j]
+
+    def _take(self, job: _Job) -> PhotoRead | None:  # holding self._cond
+        return self._done.pop(job, None) or self._failed.get(job)
+
+    def _start(self) -> None:  # holding self._cond
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._run, name="photo-reader", daemon=True)
+            self._thread.start()
+
+    def _can_work(self) -> bool:  # holding self._cond
+        if not self._queue:
+            return False
+        ready = sum(r.image is not None for r in self._done.values())
+        return ready < self.MAX_READY or self._queue[0] in self._wanted
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if not self._cond.wait_for(self._can_work, self.IDLE_S):
+                    if self._thread is threading.current_thread():
+                        self._thread = None
+                    return
+                job = self._busy = self._queue.pop(0)
+                self._busy_since = time.monotonic()
+            try:
+                read = self._work(*job)
+            except Exception as exc:  # never end the reader: the photo gets the problem
+                first = (str(exc).strip().splitlines() or [""])[-1][:160]
+                read = PhotoRead(
+                    problem=f"{shown(job[0].name)}: cannot be used ({type(exc).__name__}: {first}); replace the photo"
+                )
+            with self._cond:
+                self._busy = None
+                (self._failed if read.problem else self._done)[job] = read
+                self._cond.notify_all()
+
+
 def file_digest(path: Path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(open_regular(path), "rb") as f:  # a FIFO or device at the path never blocks
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
@@ -184,9 +277,11 @@ class ModelDigests:
 
     def __init__(self, cache_file: Path) -> None:
         self.cache_file = cache_file
-        try:
-            self._known: dict[str, list[object]] = json.loads(cache_file.read_text())
+        try:  # a regular file only (never blocking on a FIFO), bounded
+            self._known: dict[str, list[object]] = json.loads(read_regular_file(cache_file, 4 << 20))
         except (OSError, ValueError):
+            self._known = {}
+        if not isinstance(self._known, dict):
             self._known = {}
 
     def digest(self, paths: Sequence[Path]) -> str:
@@ -279,6 +374,8 @@ class FaceLibrary:
         self._names_stamp: tuple[int, int] | None = None
         self._names: tuple[dict[str, str], list[str], str] = ({}, [], "")
         self._model_digest = ""
+        self._reader = PhotoReader(self._read_photo)
+        self.read_wait_s = READ_WAIT_S  # with a scan budget: how long a refresh waits for a read
 
     # -- the snapshot and its one writer ---------------------------------------------------------
     @property
@@ -329,16 +426,50 @@ class FaceLibrary:
 
     # -- scanning ------------------------------------------------------------------------------
     def photos(self) -> list[Path]:
+        return self._listing()[0]
+
+    def _listing(self) -> tuple[list[Path], bool, str]:
+        """(the photos, whether the faces folder was listed, the problem when it was not).
+
+        A folder that is missing, unreadable or not a folder for a moment (a remount, a copy that
+        replaces it) is not listed: the photos scanned before are kept (and their cache entries
+        are not pruned) and the problem says what is in the way."""
         found = list(self.extra_photos)
-        if self.folder is not None and self.folder.is_dir():
-            try:
-                found += [
-                    p for p in self.folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file()
-                ]
-            except OSError as exc:  # unreadable folder: keep what was loaded, say why
-                log.warning("faces folder not listed (%s): %s", self.folder, exc)
-                return [*found, *(p for p in self._scanned if p not in found)]
-        return found
+        folder = self.folder
+        if folder is None:
+            return found, True, ""
+        kept = [p for p in self._scanned if p not in found]
+        try:
+            st = folder.stat()
+        except FileNotFoundError:
+            return (
+                [*found, *kept],
+                False,
+                f"{shown(folder)}: faces folder not found (create it or fix faces.dir)",
+            )
+        except OSError as exc:
+            return (
+                [*found, *kept],
+                False,
+                f"{shown(folder)}: faces folder cannot be read ({exc.strerror}); check permissions",
+            )
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a file" if stat.S_ISREG(st.st_mode) else kind_of(st.st_mode)
+            return (
+                [*found, *kept],
+                False,
+                f"faces folder {shown(folder)} is {what}, not a folder (move it away and create the folder, or fix faces.dir)",
+            )
+        try:
+            # Not only regular files: a FIFO or device named like a photo is named as such, never opened.
+            found += [p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and not p.is_dir()]
+        except OSError as exc:  # unreadable folder: keep what was loaded, say why
+            return (
+                [*found, *kept],
+                False,
+                f"{shown(folder)}: faces folder not listed ({exc.strerror}); check permissions",
+            )
+        return found, True, ""
 
     def refresh(self, analyzer: FaceAnalyzer, model_digest: str, budget_s: float | None = None) -> bool:
         """Bring the snapshot in step with the folder. Returns True if anything visible changed.
@@ -347,40 +478,61 @@ class FaceLibrary:
         locals and published at the end in one step, after checking again that the caller is still
         the writer. Raises :class:`LibraryWriterError` otherwise (nothing is published then).
 
+        Reading, hashing and decoding a new photo happen on the :class:`PhotoReader`'s thread;
+        this thread runs the models on what it has read (or takes the cached entry).
+
         ``budget_s``: no new photo scan starts once this many seconds have gone (one scan may run
-        past it; the first one always runs, so every refresh makes progress): the photos left are
-        counted in the snapshot's ``pending`` (a changed photo keeps its previous entry meanwhile)
-        and scanned by the next refreshes. The inference thread refreshes between frames, so a
-        folder of new photos (a model run each) never holds a frame for longer than that, which
-        the stall supervisor would take for a hung call."""
+        past it; the first one always runs, so every refresh makes progress), and the reader is
+        waited for at most :attr:`read_wait_s` (a large photo is decoded meanwhile and scanned by a
+        later refresh): the photos left are counted in the snapshot's ``pending`` (a changed photo
+        keeps its previous entry meanwhile) and scanned by the next refreshes. The inference
+        thread refreshes between frames, so a folder of new photos never holds a frame for long.
+        Without a budget every photo is read and scanned now."""
         me = threading.current_thread()
         t0 = self.clock()
         pending = scans = 0
+        waited_out = False
         with self._lock:
             self._check_writer(me)
         scanned = {} if model_digest != self._model_digest else self._scanned
         problems: list[str] = []
-        if self.folder is not None and not self.folder.is_dir():
-            problems.append(f"{self.folder}: faces folder not found (create it or fix faces.dir)")
+        photos, listed, folder_problem = self._listing()
         seen: dict[Path, _Scanned] = {}
-        for path in self.photos():
+        jobs: set[_Job] = set()
+        for path in photos:
+            prev = scanned.get(path)
             try:
                 st = path.stat()
             except OSError:
+                if not listed and prev is not None:
+                    seen[path] = prev  # the folder is away for a moment: keep what it had
                 continue
             stamp = (st.st_mtime_ns, st.st_size)
-            prev = scanned.get(path)
+            job: _Job = (path, stamp, model_digest)
+            jobs.add(job)
             if prev is not None and prev.stamp == stamp:
                 seen[path] = prev
-            elif budget_s is not None and scans and self.clock() - t0 > budget_s:
+                continue
+            if budget_s is not None and scans and self.clock() - t0 > budget_s:
+                self._reader.get(job, 0)  # read ahead while the next frames are processed
+                read = None
+            else:
+                wait = None if budget_s is None else (0.0 if waited_out else self.read_wait_s)
+                read = self._reader.get(job, wait)
+                waited_out = waited_out or read is None
+            if read is None:
                 pending += 1  # the next refresh scans it
                 if prev is not None:
                     seen[path] = prev
-            else:
-                seen[path] = self._scan_safely(path, stamp, analyzer, model_digest)
-                scans += 1
+                continue
+            seen[path] = self._scan_safely(path, stamp, read, analyzer)
+            scans += 1
+        self._reader.keep_only(jobs)
         for path in set(scanned) - set(seen):
-            log.info("face photo removed: %s", path.name)
+            log.info("face photo removed: %s", shown(path.name))
+        if folder_problem:
+            kept = sum(1 for p in seen if p not in self.extra_photos)
+            problems.append(folder_problem + (f"; keeping the {kept} faces loaded before" if kept else ""))
         names_stamp, (names, order, names_problem) = self._read_names()
         if names_problem:
             problems.append(names_problem)
@@ -389,7 +541,7 @@ class FaceLibrary:
             if found.entry is None:
                 problems.append(found.problem)
                 continue
-            name = names.get(path.name, path.stem)
+            name = names.get(path.name, shown(path.stem))
             entry = found.entry
             if entry.name != name:
                 entry = FaceEntry(entry.key, name, entry.path, entry.latent, entry.thumb_bgr)
@@ -417,7 +569,8 @@ class FaceLibrary:
                 )
             self._scanned, self._model_digest = seen, model_digest
             self._names_stamp, self._names = names_stamp, (names, order, names_problem)
-            if (changed or old.pending) and not pending:  # a partial scan knows no photo is gone
+            # A partial scan knows no photo is gone, nor does a folder that was not listed.
+            if (changed or old.pending) and not pending and listed:
                 self._prune_cache(new_entries)  # under the lock: only ever by the current writer
         return changed
 
@@ -434,56 +587,78 @@ class FaceLibrary:
             return stamp, self._names
         return stamp, read_names(self.folder)
 
+    def _read_photo(self, path: Path, stamp: tuple[int, int], model_digest: str) -> PhotoRead:
+        """On the reader's thread: the photo's bytes (a regular file only, never blocking on a FIFO
+        or device, bounded), their cache key, and the cached entry or the decoded picture."""
+        name = shown(path.name)
+        if stamp[1] > MAX_PHOTO_BYTES:
+            return PhotoRead(
+                problem=f"{name}: {stamp[1] >> 20} MB is too large for a face photo; use a JPEG under 20 MB"
+            )
+        try:
+            data = read_regular_file(path, MAX_PHOTO_BYTES)
+        except FileTooLargeError:
+            return PhotoRead(problem=f"{name}: grew too large while being read; use a JPEG under 20 MB")
+        except NotRegularFileError as exc:
+            st_kind = regular_file_kind(path) or "not a regular file"
+            log.debug("%s", exc)
+            return PhotoRead(problem=f"{name}: is {st_kind}, not a photo file; replace it with a JPEG or PNG")
+        except OSError as exc:
+            return PhotoRead(problem=f"{name}: cannot read ({exc.strerror or exc}); check permissions")
+        digest = hashlib.sha256(data).hexdigest()
+        key = f"{digest[:24]}-{model_digest[:12]}"
+        cached = self._load_cache(self.cache_dir / f"{key}.npz")
+        if cached is not None:
+            return PhotoRead(key, cached=cached)
+        try:
+            return PhotoRead(key, image=decode_photo(data))
+        except PhotoError as exc:
+            return PhotoRead(key, problem=f"{name}: {exc}")
+
     def _scan_safely(
-        self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer, model_digest: str
+        self, path: Path, stamp: tuple[int, int], read: PhotoRead, analyzer: FaceAnalyzer
     ) -> _Scanned:
         """:meth:`_scan`, with anything it raises turned into a problem naming the photo."""
+        if read.problem:
+            return self._skip(path, stamp, read.problem)
         try:
-            return self._scan(path, stamp, analyzer, model_digest)
+            return self._scan(path, stamp, read, analyzer)
         except PhotoError as exc:
-            return self._skip(path, stamp, f"{path.name}: {exc}")
+            return self._skip(path, stamp, f"{shown(path.name)}: {exc}")
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[-1][:160]
             return self._skip(
-                path, stamp, f"{path.name}: cannot be used ({type(exc).__name__}: {first}); replace the photo"
+                path,
+                stamp,
+                f"{shown(path.name)}: cannot be used ({type(exc).__name__}: {first}); replace the photo",
             )
 
-    def _scan(
-        self, path: Path, stamp: tuple[int, int], analyzer: FaceAnalyzer, model_digest: str
-    ) -> _Scanned:
-        if stamp[1] > MAX_PHOTO_BYTES:
-            raise PhotoError(f"{stamp[1] >> 20} MB is too large for a face photo; use a JPEG under 20 MB")
-        try:
-            with open(path, "rb") as f:
-                data = f.read(MAX_PHOTO_BYTES + 1)
-        except OSError as exc:
-            return self._skip(path, stamp, f"{path.name}: cannot read ({exc.strerror}); check permissions")
-        if len(data) > MAX_PHOTO_BYTES:
-            raise PhotoError("grew too large while being read; use a JPEG under 20 MB")
-        digest = hashlib.sha256(data).hexdigest()
-        key = f"{digest[:24]}-{model_digest[:12]}"
-        cache_file = self.cache_dir / f"{key}.npz"
-        cached = self._load_cache(cache_file)
-        if cached is not None:
-            latent, thumb = cached
-            log.debug("face cache hit: %s", path.name)
-            return _Scanned(stamp, FaceEntry(key, path.stem, path, latent, thumb), "")
-        image = decode_photo(data)
+    def _scan(self, path: Path, stamp: tuple[int, int], read: PhotoRead, analyzer: FaceAnalyzer) -> _Scanned:
+        key = read.key
+        if read.cached is not None:
+            latent, thumb = read.cached
+            log.debug("face cache hit: %s", shown(path.name))
+            return _Scanned(stamp, FaceEntry(key, shown(path.stem), path, latent, thumb), "")
+        image = read.image
+        if image is None:
+            raise PhotoError("not a readable image; use a JPEG or PNG")
         faces, used = analyzer.find_source_faces(image)
         if not faces:
             return self._skip(
-                path, stamp, f"{path.name}: no face found; use a clear, frontal photo of one face"
+                path, stamp, f"{shown(path.name)}: no face found; use a clear, frontal photo of one face"
             )
         areas = [f.area_px for f in faces]
         if len(faces) > 1 and areas[1] >= self.similar_size_ratio * areas[0]:
             return self._skip(
-                path, stamp, f"{path.name}: {len(faces)} faces of similar size; crop the photo to one person"
+                path,
+                stamp,
+                f"{shown(path.name)}: {len(faces)} faces of similar size; crop the photo to one person",
             )
         latent = np.ascontiguousarray(analyzer.source_latent(used, faces[0]), dtype=np.float32)
         thumb = make_thumbnail(used, faces[0], self.thumb_px)
-        self._save_cache(cache_file, latent, thumb)
-        log.info("face added: %s", path.name)
-        return _Scanned(stamp, FaceEntry(key, path.stem, path, latent, thumb), "")
+        self._save_cache(self.cache_dir / f"{key}.npz", latent, thumb)
+        log.info("face added: %s", shown(path.name))
+        return _Scanned(stamp, FaceEntry(key, shown(path.stem), path, latent, thumb), "")
 
     def _skip(self, path: Path, stamp: tuple[int, int], problem: str) -> _Scanned:
         log.warning("face photo skipped: %s", problem)
@@ -494,11 +669,13 @@ class FaceLibrary:
         """The cached (latent, thumbnail), or None: missing, stale (recomputed and overwritten), or
         corrupt (any bytes: deleted, then recomputed)."""
         try:
-            if not path.is_file():
+            try:  # a regular file only, bounded: a FIFO or device in its place is never opened to block
+                data = read_regular_file(path, MAX_CACHE_ENTRY_BYTES)
+            except FileNotFoundError:
                 return None
-            if path.stat().st_size > 16 << 20:
-                raise ValueError("larger than any cache entry")
-            with np.load(path, allow_pickle=False) as z:
+            except FileTooLargeError:
+                raise ValueError("larger than any cache entry") from None
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
                 if int(z["version"]) != CACHE_VERSION or int(z["thumb_px"]) != self.thumb_px:
                     return None
                 latent = np.asarray(z["latent"])
@@ -531,8 +708,6 @@ class FaceLibrary:
                     log.info("face cache entry pruned: %s", name)
 
     def _save_cache(self, path: Path, latent: NDArray[np.float32], thumb: FrameBGR) -> None:
-        import io
-
         buf = io.BytesIO()
         np.savez(buf, version=CACHE_VERSION, thumb_px=self.thumb_px, latent=latent, thumb=thumb)
         try:

@@ -8,9 +8,12 @@ capture thread's.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol, cast
 
@@ -19,8 +22,34 @@ import numpy as np
 
 from kiosk.config import SourceConfig
 from kiosk.types import FrameBGR
+from kiosk.util.files import read_regular_file, shown
+from kiosk.util.images import ImageDecodeError, decode_image
 
 log = logging.getLogger(__name__)
+#: A still picture larger than this is not read.
+MAX_IMAGE_FILE_BYTES = 64 << 20
+
+# FFmpeg's own log (OpenCV's FFmpeg backend prints it to stderr: "moov atom not found", "overread 8"
+# for every frame of a cut file, dozens of lines a second) is off unless the operator asks for it
+# (OPENCV_FFMPEG_LOGLEVEL=16 shows its errors): the kiosk says once per file what is wrong with a
+# video. Read by OpenCV when it opens its first video, so set before any VideoCapture.
+os.environ.setdefault("OPENCV_FFMPEG_LOGLEVEL", "-8")
+
+
+@contextlib.contextmanager
+def opencv_quiet() -> Iterator[None]:
+    """OpenCV's own warnings off inside the block (a camera that is not there makes ``cap_v4l``
+    print two WARN lines on every open; the kiosk's one line says it)."""
+    try:
+        previous = cv2.utils.logging.getLogLevel()
+        cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_ERROR)
+    except Exception:  # an OpenCV without the logging API: its default stays
+        yield
+        return
+    try:
+        yield
+    finally:
+        cv2.utils.logging.setLogLevel(previous)
 
 
 class SourceError(Exception):
@@ -84,7 +113,12 @@ class CameraSource:
         device = camera_device(cam.device)
         if isinstance(device, str) and not Path(device).exists():
             raise SourceError(f"camera {device} not found (plug it in or fix source.camera.device)")
-        cap = cv2.VideoCapture(device, cv2.CAP_V4L2) if isinstance(device, int) else cv2.VideoCapture(device)
+        with opencv_quiet():
+            cap = (
+                cv2.VideoCapture(device, cv2.CAP_V4L2)
+                if isinstance(device, int)
+                else cv2.VideoCapture(device)
+            )
         if not cap.isOpened():
             cap.release()
             raise SourceError(f"camera {device} cannot be opened (unplugged, busy, or no permission)")
@@ -141,6 +175,14 @@ class VideoFileSource:
         self._identity: tuple[int, int] | None = None  # (st_dev, st_ino) of the open file
         self._next_check = 0.0
         self.reopened = 0
+        self._unreadable: tuple[int, int, int, int] | None = None  # the replacement already reported
+
+    def _file_stamp(self) -> tuple[int, int, int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
     def _stat_identity(self) -> tuple[int, int] | None:
         try:
@@ -162,7 +204,8 @@ class VideoFileSource:
             raise SourceError(f"{self.path}: video file not found (fix source.path)")
         self._identity = self._stat_identity()
         self._next_check = time.monotonic() + self.CHECK_S
-        cap = cv2.VideoCapture(str(self.path))
+        with opencv_quiet():
+            cap = cv2.VideoCapture(str(self.path))
         if not cap.isOpened():
             cap.release()
             raise SourceError(f"{self.path}: cannot decode this video (re-encode it as H.264 MP4)")
@@ -184,9 +227,13 @@ class VideoFileSource:
                 self.open()
             except SourceError as exc:  # e.g. the new file is still being copied: keep the old
                 self._identity = old_identity  # and look again at the next check
-                log.warning("video %s replaced but not readable yet: %s", self.path.name, exc)
+                seen = self._file_stamp()
+                if seen != self._unreadable:  # said once per file (a copy that grows is a new try)
+                    self._unreadable = seen
+                    log.warning("video %s replaced but not readable yet: %s", shown(self.path.name), exc)
             else:
                 old.release()
+                self._unreadable = None
                 self.reopened += 1
                 log.info("video %s replaced on disk: reopened", self.path.name)
         assert self._cap is not None
@@ -216,11 +263,18 @@ class ImageSource:
         self._pacer = _Pacer(fps)
 
     def open(self) -> None:
-        if not self.path.is_file():
-            raise SourceError(f"{self.path}: image file not found (fix source.path)")
-        image = cv2.imread(str(self.path), cv2.IMREAD_COLOR)
-        if image is None:
-            raise SourceError(f"{self.path}: not a readable image (use a JPEG or PNG)")
+        # A regular file only (a FIFO at the path never blocks the capture thread), sized from its
+        # header and decoded within the decode budget (a huge JPEG comes reduced).
+        try:
+            data = read_regular_file(self.path, MAX_IMAGE_FILE_BYTES)
+        except FileNotFoundError:
+            raise SourceError(f"{shown(self.path)}: image file not found (fix source.path)") from None
+        except OSError as exc:
+            raise SourceError(f"{shown(self.path)}: cannot read the image: {exc.strerror or exc}") from None
+        try:
+            image = decode_image(data)
+        except ImageDecodeError as exc:
+            raise SourceError(f"{shown(self.path)}: {exc}") from None
         self._image = cast(FrameBGR, image)
         self.description = f"image {self.path.name} {image.shape[1]}x{image.shape[0]}"
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from kiosk.config import ConfigError, KioskConfig, config_table, default_config_path, dump_config, load_config
 from kiosk.paths import bundled_config
+from kiosk.util.logs import SafeFormatter, quiet_handlers, safe_file_handler
 
 log = logging.getLogger("kiosk")
 
@@ -21,13 +22,12 @@ def setup_logging(cfg: KioskConfig) -> None:
     if cfg.logging.file:
         path = cfg.resolve(cfg.logging.file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.handlers.RotatingFileHandler(path, maxBytes=10_000_000, backupCount=5))
-    logging.basicConfig(
-        level=cfg.logging.level,
-        format="%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s",
-        handlers=handlers,
-        force=True,
-    )
+        handlers.append(safe_file_handler(path))  # UTF-8, never an encoding error
+    quiet_handlers(handlers)  # a repeated line once, then a count
+    formatter = SafeFormatter("%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s")
+    for h in handlers:
+        h.setFormatter(formatter)
+    logging.basicConfig(level=cfg.logging.level, handlers=handlers, force=True)
 
 
 _fault_file = None

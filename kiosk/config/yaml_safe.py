@@ -15,6 +15,14 @@ from typing import Any
 
 import yaml
 
+from kiosk.util.files import (
+    FileTooLargeError,
+    NotRegularFileError,
+    read_regular_file,
+    regular_file_kind,
+    shown,
+)
+
 
 @dataclass
 class ConfigError(Exception):
@@ -187,9 +195,17 @@ def safe_yaml(text: str, path: str = "<config>") -> tuple[yaml.Node | None, Any]
 
 def read_text_bounded(path: Path, limit: int = MAX_YAML_BYTES) -> str:
     """The UTF-8 text of ``path``, at most ``limit`` bytes; :class:`ConfigError` otherwise."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read(limit + 1)
+    try:  # a regular file only: a FIFO or device at the path is refused, never opened to block
+        raw = read_regular_file(path, limit)
+    except FileTooLargeError:
+        raise ConfigError(
+            str(path), [f"{shown(path)}: larger than {limit} bytes; this is not a kiosk config"]
+        ) from None
+    except NotRegularFileError:
+        what = regular_file_kind(path) or "not a regular file"
+        raise ConfigError(
+            str(path), [f"{shown(path)}: is {what}, not a config file; replace it with the YAML file"]
+        ) from None
     except FileNotFoundError:
         raise ConfigError(
             str(path),
@@ -199,8 +215,6 @@ def read_text_bounded(path: Path, limit: int = MAX_YAML_BYTES) -> str:
         raise ConfigError(
             str(path), [_clip(f"{path}: cannot read the file: {exc.strerror or exc}")]
         ) from None
-    if len(raw) > limit:
-        raise ConfigError(str(path), [f"{path}: larger than {limit} bytes; this is not a kiosk config"])
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 import cv2
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
+from kiosk.inference.jit import kernel
 from kiosk.types import FrameBGR
 
 ColorMethod = Literal["none", "mean_std"]
@@ -67,7 +67,7 @@ class ColorOptions:
         return self.method != "none" and self.strength > 0.0
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _weighted_stats(
     visitor: NDArray[np.uint8], swap: NDArray[np.uint8], weight: NDArray[np.uint8], out: NDArray[np.float64]
 ) -> None:  # pragma: no cover - compiled

@@ -71,6 +71,22 @@ def _load_tensorrt(dirs: Iterable[str]) -> list[str]:
     return loaded
 
 
+def summarise(messages: Iterable[str]) -> str:
+    """What ``preload_dlls`` printed, in one line: the libraries it could not load, by name."""
+    missing, other = [], []
+    for line in messages:
+        if line.startswith("Failed to load "):
+            missing.append(line.removeprefix("Failed to load ").split(":", 1)[0].strip())
+        elif not line.startswith("Please follow"):
+            other.append(line)
+    parts = (
+        [f"not found: {', '.join(missing)} (pip install onnxruntime-gpu[cuda,cudnn]; kiosk doctor explains)"]
+        if missing
+        else []
+    )
+    return "; ".join(parts + other) or "; ".join(messages)
+
+
 def preload_gpu_libraries() -> PreloadReport:
     """Load the pip-installed CUDA/cuDNN (and TensorRT) libraries into this process, once.
 
@@ -101,7 +117,9 @@ def preload_gpu_libraries() -> PreloadReport:
                 out.write(f"preload_dlls failed: {exc}\n")
             messages = tuple(line.strip() for line in out.getvalue().splitlines() if line.strip())
             for line in messages:
-                log.info("GPU libraries: %s", line)
+                log.debug("GPU libraries: %s", line)
+            if messages:  # one line for the journal (a CPU-only PC lists every library it lacks)
+                log.info("GPU libraries: %s", summarise(messages))
         tensorrt = tuple(_load_tensorrt(tensorrt_library_dirs()))
         _report = PreloadReport(preload is not None, messages, tensorrt)
         return _report

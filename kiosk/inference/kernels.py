@@ -34,11 +34,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
+from kiosk.inference.jit import kernel
 
-@njit(cache=True, nogil=True, fastmath=False)
+
+@kernel(nogil=True, fastmath=False)
 def _hwc_to_planar(
     src: NDArray[np.uint8], dst: NDArray[np.float32], swap_rb: bool, mean: float, inv_std: float
 ) -> None:  # pragma: no cover - compiled
@@ -59,7 +60,7 @@ def _hwc_to_planar(
                 plane[x] = lut[row[x, sc]]
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _hwc_to_planar3(
     src: NDArray[np.uint8],
     dst: NDArray[np.float32],
@@ -86,7 +87,7 @@ def _hwc_to_planar3(
             dst[1, y, x] = (g - a1) * s
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _planar_to_bgr(
     src: NDArray[np.float32], dst: NDArray[np.uint8], add: float, mul: float, rounding: bool
 ) -> None:  # pragma: no cover - compiled
@@ -110,7 +111,7 @@ def _planar_to_bgr(
                     dst[y, x, 2 - c] = np.uint8(row[x])
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _crop_to_tiles(
     src: NDArray[np.uint8], dst: NDArray[np.float32], k: int, mean: float, inv_std: float
 ) -> None:  # pragma: no cover - compiled
@@ -129,7 +130,7 @@ def _crop_to_tiles(
                     dst[t, 2, y, x] = (np.float32(src[sy, sx, 0]) - m) * s
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _tiles_to_bgr(
     src: NDArray[np.float32], dst: NDArray[np.uint8], k: int, mul: float
 ) -> None:  # pragma: no cover - compiled
@@ -150,7 +151,7 @@ def _tiles_to_bgr(
                         dst[dy, x * k + j, 2 - c] = np.uint8(v)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pragma: no cover - compiled
     h, w = roi.shape[0], roi.shape[1]
     inv = np.float32(1.0 / 255.0)
@@ -175,7 +176,7 @@ def _blend_rgba(roi: NDArray[np.uint8], rgba: NDArray[np.uint8]) -> None:  # pra
                 r[u, c] = np.uint8(np.rint(f + (np.float32(s[u, c]) - f) * a))
 
 
-@njit(cache=True, nogil=True)
+@kernel(nogil=True)
 def _set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:  # pragma: no cover - compiled
     for y in range(bgr.shape[0]):
         for x in range(bgr.shape[1]):
@@ -184,7 +185,7 @@ def _set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:  # pragma
             rgba[y, x, 2] = bgr[y, x, 2]
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _similarity(
     src: NDArray[np.floating], dst: NDArray[np.float64], m: NDArray[np.float64]
 ) -> bool:  # pragma: no cover - compiled
@@ -230,7 +231,7 @@ def similarity(src: NDArray[np.floating], dst: NDArray[np.float64]) -> NDArray[n
     return m if _similarity(src, dst, m) else None
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _nms(
     boxes: NDArray[np.float32], order: NDArray[np.int64], iou: float, keep: NDArray[np.int64]
 ) -> int:  # pragma: no cover - compiled
@@ -345,7 +346,7 @@ def set_rgb(rgba: NDArray[np.uint8], bgr: NDArray[np.uint8]) -> None:
     _set_rgb(rgba, bgr)
 
 
-@njit(cache=True, nogil=True, fastmath=False, inline="always")
+@kernel(nogil=True, fastmath=False, inline="always")
 def _invert(m: NDArray[np.float64], out: NDArray[np.float64]) -> None:  # pragma: no cover - compiled
     """2x3 affine inverse in float64 with the operations of ``cv2.invertAffineTransform`` (and of
     ``warpAffine``'s own inversion, which is the same formula)."""
@@ -363,7 +364,7 @@ def _invert(m: NDArray[np.float64], out: NDArray[np.float64]) -> None:  # pragma
     out[1, 2] = -a21 * m[0, 2] - a22 * m[1, 2]
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _resize_planar(
     src: NDArray[np.uint8], dst: NDArray[np.float32], k: int, swap_rb: bool, lut: NDArray[np.float32]
 ) -> None:  # pragma: no cover - compiled
@@ -416,7 +417,7 @@ def resize_planar(
     _resize_planar(src_bgr, dst, int(k), bool(rgb), lut)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _region(
     m: NDArray[np.float64], lo: float, hi: float, fh: int, fw: int, box: NDArray[np.int64]
 ) -> bool:  # pragma: no cover - compiled
@@ -439,7 +440,7 @@ def _region(
     return box[2] > box[0] and box[3] > box[1]
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _support(alpha: NDArray[np.uint8]) -> int:  # pragma: no cover - compiled
     """How many rings of ``alpha`` (square) from the edge are entirely 0."""
     s = alpha.shape[0]
@@ -484,7 +485,7 @@ def paste_geometry(
     return int(box[0]), int(box[1]), int(box[2]), int(box[3])
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _paste_geometry(
     m: NDArray[np.float64],
     lo: float,
@@ -541,7 +542,7 @@ def warm_up() -> None:
     zero_rings(np.zeros((4, 4), np.uint8))
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _scrfd_decode(
     scores: NDArray[np.float32],
     dist: NDArray[np.float32],

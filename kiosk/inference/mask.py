@@ -43,9 +43,9 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
+from kiosk.inference.jit import kernel
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5
 from kiosk.util.options import copy_fields
 
@@ -156,7 +156,7 @@ def nose_mouth_px(kps_crop: NDArray[np.floating]) -> float:
     return max(abs(float(line[0] * (k[2, 1] - k[3, 1]) - line[1] * (k[2, 0] - k[3, 0]))) / n, 1.0)
 
 
-@njit(cache=True, nogil=True, fastmath=False, inline="always")
+@kernel(nogil=True, fastmath=False, inline="always")
 def _ellipse_sd(
     u: float, v: float, cx: float, cy: float, ax: float, ay: float, a: float, b: float
 ) -> float:  # pragma: no cover - compiled
@@ -173,7 +173,7 @@ def _ellipse_sd(
     return (k - 1.0) * k / g
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@kernel(nogil=True, fastmath=False)
 def _build_alpha(
     out: NDArray[np.uint8],
     box: NDArray[np.float64],

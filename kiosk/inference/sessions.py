@@ -24,6 +24,7 @@ from kiosk.inference import ortlog
 from kiosk.inference.errors import ModelCorruptError, ModelMissingError
 from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
 from kiosk.util.errors import one_line
+from kiosk.util.files import regular_file_kind, shown
 from kiosk.util.options import copy_fields
 
 log = logging.getLogger(__name__)
@@ -133,7 +134,7 @@ def _requested(
         if name not in available:
             _state_once(
                 ("missing", name),
-                "WARNING: provider %s requested in config but this onnxruntime build lacks it "
+                "provider %s requested in config but this onnxruntime build lacks it "
                 "(install onnxruntime-gpu); it is skipped",
                 name,
             )
@@ -167,13 +168,19 @@ def create_session(
 
     Raises :class:`ModelMissingError` / :class:`ModelCorruptError` with a one-line message."""
     p = Path(path)
+    what = regular_file_kind(p)
+    if what:  # a FIFO or device would block ONNX Runtime's open of the path
+        raise ModelCorruptError(
+            f"{shown(p)}: is {what}, not a model file — delete it and run: kiosk models fetch"
+        )
     if not p.is_file():
-        raise ModelMissingError(f"{p}: model file not found — run: kiosk models fetch")
+        raise ModelMissingError(f"{shown(p)}: model file not found — run: kiosk models fetch")
     requested = _requested(providers_cfg, base_dir, cuda_graph)
     if GPU_PROVIDERS & {name for name, _ in requested}:
         preload_gpu_libraries()  # pip's CUDA/cuDNN/TensorRT libraries, once, before the first GPU session
     so = _session_options(providers_cfg)
-    with ortlog.capture() as captured:
+    # ONNX Runtime's records are logged below: at their level, unless the fallback line says why.
+    with ortlog.capture(quiet=True) as captured:
         try:
             session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
         except Exception as exc:  # onnxruntime raises several unrelated exception types
@@ -191,18 +198,20 @@ def create_session(
                 ) from None
             _state_once(
                 ("failed", p.name, requested[0][0]),
-                "WARNING: %s failed on %s (%s); running it on the CPU",
+                "%s failed on %s (%s); running it on the CPU",
                 p.name,
                 requested[0][0],
                 first,
             )
     used = session.get_providers()[0]
     wanted = requested[0][0]
-    if used != wanted:
+    if used == wanted:
+        ortlog.emit(captured.records)
+    else:  # one line, with ONNX Runtime's reason (its own records stay at DEBUG)
         reason = captured.reason()
         _state_once(
             ("fallback", wanted, used),
-            "WARNING: %s requested but it cannot run here (%s); FALLING BACK TO %s for every model "
+            "%s requested but it cannot run here (%s); FALLING BACK TO %s for every model "
             "(first: %s) — expect much lower frame rates. `kiosk doctor` explains.",
             wanted,
             reason or "driver, CUDA/cuDNN libraries or GPU missing",

@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig, ProcessingConfig
 from kiosk.inference import color as color_mod
+from kiosk.inference import jit
 from kiosk.inference import mask as mask_mod
 from kiosk.inference.align import align_matrix, arcface_template
 from kiosk.inference.color import ColorCorrector, ColorOptions
@@ -49,6 +50,8 @@ from kiosk.processing.face_search import detect_and_track, roi_geometry, select_
 from kiosk.processing.stage import PassThrough, Processor
 from kiosk.processing.tracking import FaceTracker, Policy, Track
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
+from kiosk.util.files import read_regular_file, shown
+from kiosk.util.images import ImageDecodeError, decode_image
 
 if TYPE_CHECKING:
     from kiosk.booth.controls import ControlState
@@ -56,6 +59,8 @@ if TYPE_CHECKING:
     from kiosk.processing.pipelined import PipelinedDetection
 
 log = logging.getLogger(__name__)
+#: A source face photo (or a still picture) larger than this is not read.
+MAX_IMAGE_FILE_BYTES = 64 << 20
 
 __all__ = [
     "Detection",
@@ -103,15 +108,20 @@ def missing_models(cfg: KioskConfig, include_enhancer: bool | None = None) -> li
 
 
 def read_image(path: str | Path) -> FrameBGR:
-    """Read an image as BGR uint8; :class:`ImageError` with a one-line message if it cannot be read."""
+    """Read an image as BGR uint8 (a regular file only, sized from its header and decoded within
+    the decode budget: :func:`kiosk.util.images.decode_image`); :class:`ImageError` with a
+    one-line message naming the file if it cannot be used."""
     p = Path(path)
-    if not p.is_file():
-        raise ImageError(f"{p}: image file not found (check the path)")
-    data = np.fromfile(str(p), dtype=np.uint8)
-    img = cv2.imdecode(data, cv2.IMREAD_COLOR) if data.size else None
-    if img is None:
-        raise ImageError(f"{p}: cannot decode the image (is it a JPEG/PNG/BMP/WebP file?)")
-    return np.asarray(img, dtype=np.uint8)
+    try:
+        data = read_regular_file(p, MAX_IMAGE_FILE_BYTES)
+    except FileNotFoundError:
+        raise ImageError(f"{shown(p)}: image file not found (check the path)") from None
+    except OSError as exc:
+        raise ImageError(f"{shown(p)}: cannot read the image: {exc.strerror or exc}") from None
+    try:
+        return decode_image(data)
+    except ImageDecodeError as exc:
+        raise ImageError(f"{shown(p)}: cannot decode the image: {exc}") from None
 
 
 def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetector:
@@ -932,6 +942,12 @@ class SwapProcessor:
 
         return sources
 
+    def _notice_into(self, out: SwapResult) -> None:
+        """The stage's standing notice, and the kernel cache's problem when its folder could not be
+        used (:mod:`kiosk.inference.jit`: the swap goes on, compiled in memory)."""
+        cache = jit.cache_problem()
+        out.notice = f"{self.notice} · {cache}" if cache and self.notice else (self.notice or cache)
+
     def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
         if not self._select():
             self._no_faces.process(frame_bgr, out)
@@ -950,7 +966,7 @@ class SwapProcessor:
         out.face_keys[:] = self.pipe.face_keys
         out.faces_pasted = self.paste
         out.faces_detected = self.pipe.times.faces
-        out.notice = self.notice
+        self._notice_into(out)
         if self.on_frame is not None:
             self.on_frame(self.pipe)
 

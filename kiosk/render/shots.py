@@ -59,6 +59,8 @@ class ShotWriter:
         self._thread: threading.Thread | None = None
         self.screenshots_written = 0
         self.screenshots_replaced = 0  # handed over but overtaken by a newer frame before being written
+        self.screenshots_failing = 0  # failed tries since the last screenshot written
+        self.screenshot_problem = ""  # the last failure's line
 
     def screenshot(self, path: Path, rgb: np.ndarray) -> None:
         """Write ``rgb`` to ``path`` soon; replaces a screenshot still waiting (latest frame wins)."""
@@ -123,8 +125,17 @@ class ShotWriter:
                 elif shot is not None:
                     write_screenshot(*shot)
                     self.screenshots_written += 1
+                    if self.screenshots_failing:
+                        log.info("screenshot written again after %d failed tries", self.screenshots_failing)
+                        self.screenshots_failing = 0
             except Exception as exc:  # a full disk must not end the writer (or the kiosk)
-                log.error("%s not written: %s", "screenshot" if work is None else "snapshot", exc)
+                if work is not None:
+                    log.error("snapshot not written: %s", exc)
+                else:  # said once per run of failures (a screenshot is tried every frame or 0.5 s)
+                    self.screenshots_failing += 1
+                    self.screenshot_problem = f"screenshot not written: {exc}"
+                    if self.screenshots_failing == 1:
+                        log.error("%s (said once until one is written again)", self.screenshot_problem)
             finally:
                 with self._cond:
                     self._busy = False
