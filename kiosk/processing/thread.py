@@ -406,7 +406,10 @@ class InferenceThread(threading.Thread):
             out.t_processed = t1
             anchors = self.anchors
             if anchors is not None:
-                anchors.write_slot().anchor = LiveAnchor.from_result(out)
+                # A pass-through result (swapping off, models loading or failed) swaps nothing:
+                # the live display drops the faces it carries instead of keeping them over it.
+                swapping = own and failure is None and out.faces_detected >= 0
+                anchors.write_slot().anchor = LiveAnchor.from_result(out, swapping)
                 anchors.publish()
             self.out.publish()
             self.rate.tick(t1)
