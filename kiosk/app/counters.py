@@ -34,6 +34,9 @@ class ProcessingCounters:
     mean_fps: float
     #: Over the last second; 0 while the thread is hung, being replaced or dead.
     fps_now: float
+    #: Results of the swapping stage only (the pass-through while models load is not counted).
+    swap_fps: float
+    swap_fps_now: float
     #: Seconds processing has been unhealthy (a call hung past its bound, or not yet working again
     #: after one was abandoned); 0 when healthy.
     stalled_for_s: float
@@ -132,6 +135,7 @@ def stats_dict(c: Counters) -> dict[str, Any]:
         "fps": {
             "capture": round(cap.mean_fps, 2),
             "processing": round(proc.mean_fps, 2),
+            "swap_results": round(proc.swap_fps, 2),  # of the swapping stage, not the pass-through
             "render": round(ren.mean_fps, 2),
             # draws that showed a new picture (a new result in synced mode, a new camera frame in live)
             "new_pictures": round(ren.new_pictures / c.duration_s, 2) if c.duration_s > 0 else 0.0,
@@ -139,6 +143,7 @@ def stats_dict(c: Counters) -> dict[str, Any]:
         "fps_now": {  # over the last second, 0 for a stage that has stopped
             "capture": round(cap.fps_now, 2),
             "processing": round(proc.fps_now, 2),
+            "swap_results": round(proc.swap_fps_now, 2),
             "render": round(ren.fps_now, 2),
         },
         "latency_ms": {

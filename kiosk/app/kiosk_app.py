@@ -418,6 +418,8 @@ class KioskApp:
                 frames=self._past_processed + inf.rate.count,
                 mean_fps=inf.rate.mean_fps,
                 fps_now=0.0 if stopped else inf.rate.fps_at(now),
+                swap_fps=inf.swap_rate.mean_fps,
+                swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
                 stalled_for_s=stalled_for_s,
                 no_result_s=self.processing_stalled_s(now),
                 dead=dead,
@@ -702,7 +704,8 @@ class KioskApp:
         if not self.loop_options.auto:
             return "live" if self.loop_options.live else "synced"
         cap, inf = self.capture, self.inference
-        processing = inf.rate.fps_at(now) if inf.is_alive() and not inf.hung_for(now) else 0.0
+        # the swapping stage's own rate: a pass-through (models loading) runs at camera rate
+        processing = inf.swap_rate.fps_at(now) if inf.is_alive() and not inf.hung_for(now) else 0.0
         return self.auto_mode.update(now, cap.rate.fps_at(now), processing)
 
     def _picture(
