@@ -27,7 +27,7 @@ import pytest
 from egl_helpers import skip_module_without_egl
 from motion_videos import Clip, group_scene, load_detector, make_clip
 
-from kiosk.app import KioskApp, RunOptions
+from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import parse_config
 from kiosk.types import Face, FrameBGR, SwappedFace, SwapResult
 
