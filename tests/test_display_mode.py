@@ -19,6 +19,8 @@ from kiosk.capture.live import KEEP_MISSED_RESULTS, LiveAnchor, LiveFace, LiveTr
 from kiosk.config import KioskConfig
 from kiosk.types import SwappedFace, SwapResult
 
+ROOT = Path(__file__).resolve().parents[1]
+
 # -- auto mode --------------------------------------------------------------------------------------
 
 
@@ -29,8 +31,12 @@ def drive(auto: AutoMode, ratios: list[float], dt: float = 1 / 60, capture_fps: 
     return out
 
 
-def test_auto_is_the_default_and_starts_live() -> None:
-    assert KioskConfig().display.mode == "auto"
+def test_the_booth_configs_use_auto_and_it_starts_live() -> None:
+    from kiosk.config import load_config
+    from kiosk.paths import bundled_config
+
+    assert load_config(bundled_config("default"), env=False).display.mode == "auto"
+    assert (ROOT / "deploy" / "kiosk.yaml").read_text().count("mode: auto") == 1
     assert KioskConfig().display.live_max_age_s == 0.0  # automatic age limit
     assert AutoMode().mode == "live"
 

@@ -227,7 +227,7 @@ def test_bench_mode_sets_display_mode() -> None:
     cfg, _ = bench.bench_config(None, None, 640, 360, None, None, mode="live")
     assert cfg.display.mode == "live"
     cfg, _ = bench.bench_config(None, None, 640, 360, None, None)
-    assert cfg.display.mode == "auto"  # the config's default (issue 19)
+    assert cfg.display.mode == "synced"
 
 
 def test_bench_cli_cost_matched_arguments() -> None:

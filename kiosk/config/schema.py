@@ -101,7 +101,7 @@ class DisplayConfig(_Section):
     )
     text_scale: float = Field(1.0, gt=0.1, le=10, description="Multiplier for on-screen text size.")
     mode: Literal["auto", "synced", "live"] = Field(
-        "auto",
+        "synced",
         description="synced: show the frame the faces were computed on (latency = model time); live: show "
         "the newest camera frame, swapped faces carried onto it by a keypoint tracker (always GPU composite); "
         "auto: synced while processing keeps up with the camera, live when it falls behind (docs/live-mode.md).",
