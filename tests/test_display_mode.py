@@ -190,6 +190,27 @@ def test_a_face_a_newer_result_missed_keeps_its_crop_for_a_few_results() -> None
     assert tracker.faces_kept > 0 and tracker.stats()["faces_kept_frames"] == tracker.faces_kept
 
 
+def test_a_face_is_never_kept_beside_a_new_face_on_the_same_head() -> None:
+    """The newer result lists face 1 farther from its track than the match radius (half a face):
+    it gets a track of its own, and the old crop is not kept beside it."""
+    scene = Scene(texture(600, 800, 11), np.array([[1.0, 0.0, -80.0], [0.0, 1.0, -60.0]]))
+    c = make_clip(scene, two_faces, "still", 40, noise_sigma=3.0)
+    tracker = LiveTracker()
+    out: list[SwappedFace] = []
+    for i in range(14):
+        tracker.update(c.frames[i], i, i / 30)
+    faces = [_face(c.truth_kps[0, k], c.truth_boxes[0, k]) for k in (0, 1)]
+    tracker.submit(LiveAnchor(0, 0.0, tuple(faces)))
+    for i in range(14, 27):
+        tracker.update(c.frames[i], i, i / 30)
+    shift = np.array([0.7 * float(c.truth_boxes[13, 1, 2] - c.truth_boxes[13, 1, 0]), 0.0])
+    moved = _face(c.truth_kps[13, 1] + shift, c.truth_boxes[13, 1] + np.tile(shift, 2))
+    tracker.submit(LiveAnchor(13, 13 / 30, (_face(c.truth_kps[13, 0], c.truth_boxes[13, 0]), moved)))
+    tracker.update(c.frames[27], 27, 27 / 30)
+    tracker.carried_faces(out)
+    assert len(out) == 2 and tracker.faces_kept == 0
+
+
 def test_a_result_of_no_swapping_stage_drops_every_carried_face() -> None:
     c = texture_clip("still", 20)
     tracker = LiveTracker()

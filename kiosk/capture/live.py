@@ -375,12 +375,28 @@ class LiveTracker:
                     continue
                 if c.face is None or c.missed + 1 > KEEP_MISSED_RESULTS:
                     continue
+                if self._near_a_new_face(held, c, anchor):
+                    continue  # the result has a face there (its own track): never two on one head
                 kept.append(_Carried(held, c.c_at_anchor, "", c.face, c.t_capture, c.missed + 1))
                 taken.add(id(held))
         # Tracks no face is on are not needed any more.
         self._tracks = [c.track for c in [*carried, *kept] if c.track is not None and not c.track.lost]
         self._carried = carried
         self._kept = kept
+
+    @staticmethod
+    def _near_a_new_face(track: _Track, held: _Carried, anchor: LiveAnchor) -> bool:
+        """Whether a face of ``anchor`` lies within a face size of where ``held`` was on the
+        anchor's frame (or that place is unknown): then it is not kept beside it."""
+        at_n = track.history.get(anchor.seq)
+        if at_n is None or held.face is None or held.c_at_anchor is None:
+            return True
+        kps = apply_affine(compose(at_n, _invert(held.c_at_anchor)), held.face.kps)
+        centre = kps.mean(axis=0)
+        size = float(
+            max(held.face.box_xyxy[2] - held.face.box_xyxy[0], held.face.box_xyxy[3] - held.face.box_xyxy[1])
+        )
+        return any(float(np.linalg.norm(f.kps.mean(axis=0) - centre)) < size for f in anchor.faces)
 
     def _bring_forward(
         self,
