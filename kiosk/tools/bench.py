@@ -209,12 +209,15 @@ class BenchProcessor(SwapProcessor):
     """The kiosk's :class:`~kiosk.processing.pipeline.SwapProcessor` (same composite option, same error
     policy, ``faces_pasted`` set by it) with a recorder of its stage times in ``on_frame``."""
 
-    def __init__(self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5) -> None:
+    def __init__(
+        self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5, pipelined: Any = None
+    ) -> None:
         super().__init__(
             pipe,
             composite=composite,
             on_frame=self._record,
             name=f"bench swap ({pipe.provider}, {composite} composite)",
+            pipelined=pipelined,
         )
         self.notice = ""
         self.skip = skip
@@ -582,8 +585,16 @@ def run_bench(
     warm["load_total"] = load_ms
     original_infer = slow_swapper(pipe, swap_ms) if swap_ms > 0 else None
     # Live display carries the crops onto newer frames in the shader: no CPU paste-back then.
+    from kiosk.processing.pipelined import open_pipelined
+
+    # processing.pipelined: the detection worker, as the kiosk's processor has it (it used to be
+    # reported in the setup but never built here)
     proc = BenchProcessor(
-        pipe, "gpu" if display_mode == "live" else composite, capacity=frames, skip=skip_frames
+        pipe,
+        "gpu" if display_mode == "live" else composite,
+        capacity=frames,
+        skip=skip_frames,
+        pipelined=open_pipelined(cfg, pipe),
     )
 
     def factory() -> Processor:
@@ -626,6 +637,7 @@ def run_bench(
         alloc_frames = 0
         insightface_reps = 0
     stats = app.stats()
+    proc.close()  # the pipelined detection worker, if any
     if original_infer is not None:
         pipe.swapper.infer = original_infer  # type: ignore[method-assign]
     stages, overhead = summarise(proc)
