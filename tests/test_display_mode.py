@@ -10,13 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from motion_videos import Scene, make_clip, simulate_live
 from test_live import RESULT_FRAMES, texture, texture_clip, two_faces
 
 from kiosk.app.display_mode import AutoMode, ScreenShare
 from kiosk.appliance.monitoring import render_metrics
 from kiosk.capture.live import KEEP_MISSED_RESULTS, LiveAnchor, LiveFace, LiveTracker
 from kiosk.config import KioskConfig
+from kiosk.tools.motion_videos import Scene, make_clip, simulate_live
 from kiosk.types import SwappedFace, SwapResult
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,7 +1,7 @@
 """Live mode keeps the swap on screen with a slow swapper: judged from the kiosk's own screenshots.
 
 The clip is the alignment benchmark's group sine (insightface's t1.jpg, three real faces, moved at
-walking speed with a rocking rotation and camera noise, tests/motion_videos.py), looped at 30 fps
+walking speed with a rocking rotation and camera noise, kiosk/tools/motion_videos.py), looped at 30 fps
 with its frame number painted into a corner block. The stand-in stage "swaps" each face at its
 true place on the frame it was handed (a solid magenta crop over the face's box) and sleeps
 ``per_face_s`` a face (sleep releases the GIL as ONNX Runtime does): 140 ms a face, about two
@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import pytest
 from egl_helpers import skip_module_without_egl
-from motion_videos import Clip, group_scene, load_detector, make_clip
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import parse_config
+from kiosk.tools.motion_videos import Clip, group_scene, load_detector, make_clip
 from kiosk.types import Face, FrameBGR, SwappedFace, SwapResult
 
 pytestmark = [pytest.mark.gl, pytest.mark.slow]
