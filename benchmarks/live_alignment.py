@@ -194,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         "the detector's own: kiosk.processing.tracking fed the result frames only, as the pipeline is",
     )
     ap.add_argument("--roi-det-size", type=int, default=224, help="with --tracking: region detector size")
+    ap.add_argument(
+        "--write-video",
+        type=Path,
+        help="write the three-face clip (--clip-kind, --frames) as an MP4 at 30 fps and exit "
+        "(the clip benchmarks/live_share.py plays through the whole kiosk)",
+    )
+    ap.add_argument("--clip-kind", choices=("pan", "sine"), default="sine", help="with --write-video")
     args = ap.parse_args(argv)
 
     loaded = load_detector(args.det_size, args.detector)
@@ -205,6 +212,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"live_alignment: needs {', '.join(missing)}")
         return 2
     detect, desc = loaded
+    if args.write_video is not None:
+        import cv2
+
+        clip = make_clip(group, detect, args.clip_kind, args.frames, noise_sigma=args.noise)
+        h, w = clip.frames[0].shape[:2]
+        writer = cv2.VideoWriter(str(args.write_video), cv2.VideoWriter.fourcc(*"mp4v"), clip.fps, (w, h))
+        for frame in clip.frames:
+            writer.write(frame)
+        writer.release()
+        print(
+            f"wrote {args.write_video}: group {args.clip_kind}, {len(clip.frames)} frames {w}x{h} at 30 fps"
+        )
+        return 0
     det_label = args.detector.stem
     roi_loaded = load_detector(args.roi_det_size, args.detector) if args.tracking else None
     roi_detect = roi_loaded[0] if roi_loaded is not None else None

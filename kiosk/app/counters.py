@@ -34,6 +34,9 @@ class ProcessingCounters:
     mean_fps: float
     #: Over the last second; 0 while the thread is hung, being replaced or dead.
     fps_now: float
+    #: Results of the swapping stage only (the pass-through while models load is not counted).
+    swap_fps: float
+    swap_fps_now: float
     #: Seconds processing has been unhealthy (a call hung past its bound, or not yet working again
     #: after one was abandoned); 0 when healthy.
     stalled_for_s: float
@@ -83,8 +86,12 @@ class Counters:
     dropped_capture_to_processing: int
     dropped_processing_to_display: int
     dropped_capture_to_display_live: int
-    display_mode: str
-    live: dict[str, Any] | None  # the live tracker's figures (display.mode: live), else None
+    display_mode: str  # display.mode as configured (synced, live or auto)
+    active_mode: str  # the mode on screen now (synced or live: auto resolved)
+    mode_switches: int  # changes of the mode on screen by display.mode auto
+    #: Face × rendered frame shown swapped vs real, per mode on screen (ScreenShare.as_dict).
+    screen: dict[str, Any]
+    live: dict[str, Any] | None  # the live tracker's figures (display.mode: live or auto), else None
     carry_err_p95: float | None
     stale_err_p95: float | None
     real_face_drops: int
@@ -128,6 +135,7 @@ def stats_dict(c: Counters) -> dict[str, Any]:
         "fps": {
             "capture": round(cap.mean_fps, 2),
             "processing": round(proc.mean_fps, 2),
+            "swap_results": round(proc.swap_fps, 2),  # of the swapping stage, not the pass-through
             "render": round(ren.mean_fps, 2),
             # draws that showed a new picture (a new result in synced mode, a new camera frame in live)
             "new_pictures": round(ren.new_pictures / c.duration_s, 2) if c.duration_s > 0 else 0.0,
@@ -135,6 +143,7 @@ def stats_dict(c: Counters) -> dict[str, Any]:
         "fps_now": {  # over the last second, 0 for a stage that has stopped
             "capture": round(cap.fps_now, 2),
             "processing": round(proc.fps_now, 2),
+            "swap_results": round(proc.swap_fps_now, 2),
             "render": round(ren.fps_now, 2),
         },
         "latency_ms": {
@@ -150,7 +159,14 @@ def stats_dict(c: Counters) -> dict[str, Any]:
             "process_samples": proc.process_samples,
             "samples": ren.new_pictures,
         },
-        "display": {"mode": c.display_mode, "live": c.live, "live_errors": cap.live_errors},
+        "display": {
+            "mode": c.display_mode,
+            "active_mode": c.active_mode,
+            "mode_switches": c.mode_switches,
+            "screen": c.screen,
+            "live": c.live,
+            "live_errors": cap.live_errors,
+        },
         "source": {
             "description": cap.description,
             "state": cap.state,
@@ -218,11 +234,17 @@ def debug_lines(c: Counters) -> list[str]:
         if ren.face_age_p50 is not None and ren.face_age_p95 is not None
         else "-"
     )
-    display = f"display  {c.display_mode}  face age {age}"
+    mode = c.active_mode if c.display_mode == c.active_mode else f"{c.display_mode}: {c.active_mode}"
+    pct = c.screen.get("swapped_pct") if c.screen else None
+    shown = f"swap on {pct:.0f} % of face×frame" if pct is not None else "swap on -"
+    display = f"display  {mode}  {shown}  face age {age}"
     if c.live is not None:
         if c.carry_err_p95 is not None and c.stale_err_p95 is not None:
             display += f"  carry err p95 {c.carry_err_p95:.1f} px (stale {c.stale_err_p95:.0f})"
         display += f"  real-face drops {c.real_face_drops}"
+    on = c.screen.get(c.active_mode) if c.screen else None
+    if on and on["faces_real_by_reason"]:
+        display += "  real: " + ", ".join(f"{k} {v}" for k, v in on["faces_real_by_reason"].items())
     faces = f"faces    {len(c.faces)} loaded"
     if c.face_problems:
         faces += f", {len(c.face_problems)} skipped"

@@ -38,6 +38,7 @@ from kiosk.app.counters import (
     stats_dict,
     status_line,
 )
+from kiosk.app.display_mode import AutoMode, ScreenShare
 from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
@@ -86,6 +87,7 @@ class LoopOptions:
 
     period_s: float = 0.0  # 1 / display.max_fps; 0: not paced
     live: bool = False  # display.mode: live (the picture is the newest camera frame)
+    auto: bool = False  # display.mode: auto (synced while processing keeps up, else live)
     stall_s: float = 5.0  # processing.stall_s: the watchdog is fed while unhealthy no longer than this
     recovery_s: float = 30.0  # processing.recovery_s: exit 3 once unhealthy longer than this
     frames: int = 0
@@ -101,6 +103,7 @@ class LoopOptions:
         return cls(
             period_s=1.0 / fps if fps > 0 else 0.0,
             live=cfg.display.mode == "live",
+            auto=cfg.display.mode == "auto",
             stall_s=cfg.processing.stall_s,
             recovery_s=cfg.processing.recovery_s,
             frames=opts.frames,
@@ -185,7 +188,7 @@ class KioskApp:
         #: The keepsakes' on-screen flow (:mod:`kiosk.keepsake.flow`) while their service runs.
         self.keepsake_flow: KeepsakeFlow | None = None
         self._keepsake_view: Any = None  # the last frame's KeepsakeView (None: idle)
-        self._on_screen: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded, for a keepsake
+        self._shown_picture: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded: a keepsake's
         self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
         self._shots: ShotWriter | None = None  # started with the first screenshot or snapshot
         self._custom_source = source_factory is not None
@@ -208,6 +211,11 @@ class KioskApp:
         self.render_rate = RateMeter()
         self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
         self.face_age_ms = LatencyRecorder()  # capture of the frame the swap used → display
+        #: display.mode auto: which picture is shown; the share of the screen showing the swap.
+        self.auto_mode = AutoMode()
+        self.screen_share = ScreenShare()
+        self._on_screen: tuple[int, int, tuple[str, ...]] = (0, 0, ())  # swapped, fresh, real reasons
+        self._shown_mode = ""
         self.thread_restarts = 0
         #: Errors and rebuilds of inference threads that were abandoned or died (each thread counts its own).
         self._past_errors = 0
@@ -261,7 +269,13 @@ class KioskApp:
     # -- threads ---------------------------------------------------------------------------
     @property
     def live(self) -> bool:
-        return self.cfg.display.mode == "live"
+        """The live feed runs (display.mode live, or auto, which may switch to it any time)."""
+        return self.cfg.display.mode in ("live", "auto")
+
+    def active_mode(self) -> str:
+        """The mode on screen now: synced or live (``auto`` resolved)."""
+        mode = self.cfg.display.mode
+        return self.auto_mode.mode if mode == "auto" else mode
 
     def _new_live_feed(self) -> LiveFeed | None:
         d = self.cfg.display
@@ -414,6 +428,8 @@ class KioskApp:
                 frames=self._past_processed + inf.rate.count,
                 mean_fps=inf.rate.mean_fps,
                 fps_now=0.0 if stopped else inf.rate.fps_at(now),
+                swap_fps=inf.swap_rate.mean_fps,
+                swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
                 stalled_for_s=stalled_for_s,
                 no_result_s=self.processing_stalled_s(now),
                 dead=dead,
@@ -448,6 +464,9 @@ class KioskApp:
             dropped_processing_to_display=self.result_buf.dropped,
             dropped_capture_to_display_live=self.live_buf.dropped,
             display_mode=self.cfg.display.mode,
+            active_mode=self.active_mode(),
+            mode_switches=self.auto_mode.switches,
+            screen=self.screen_share.as_dict(),
             live=tracker.stats() if tracker is not None else None,
             carry_err_p95=pct(tracker.carry_error_px, 95) if tracker is not None else None,
             stale_err_p95=pct(tracker.stale_error_px, 95) if tracker is not None else None,
@@ -480,7 +499,7 @@ class KioskApp:
                 message += f"\n{cap.last_error}"
         notice = self._config_problem or c.processing.notice
         if c.processing.no_result_s:
-            shown = "the camera without swaps" if c.display_mode == "live" else "the last frame"
+            shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
             notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
         status = f"{cap.description or cap.kind} · {c.processing.stage}"
         return {
@@ -710,18 +729,44 @@ class KioskApp:
         i = self.controls.selected_index(faces.keys)
         return faces.entries[i].name if i is not None else ""
 
-    def _picture(self, renderer: Any, result: SwapResult | None) -> tuple[float, float | None] | None:
-        """Upload the live frame (live mode); return (capture time of the new picture, capture time
-        of the frame its faces were swapped on, or None without faces), None when nothing is new."""
-        if not self.live:
+    def _choose_mode(self, now: float) -> str:
+        """The mode of this frame: the configured one, or for ``auto`` the chooser's (from the
+        capture and processing rates over the last second)."""
+        if not self.loop_options.auto:
+            return "live" if self.loop_options.live else "synced"
+        cap, inf = self.capture, self.inference
+        # the swapping stage's own rate: a pass-through (models loading) runs at camera rate
+        processing = inf.swap_rate.fps_at(now) if inf.is_alive() and not inf.hung_for(now) else 0.0
+        return self.auto_mode.update(now, cap.rate.fps_at(now), processing)
+
+    def _picture(
+        self, renderer: Any, result: SwapResult | None, mode: str
+    ) -> tuple[float, float | None] | None:
+        """Upload the picture of ``mode`` if a new one came (synced: ``result``; live: the live
+        frame); return (capture time of the new picture, capture time of the frame its faces were
+        swapped on, or None without faces), None when nothing is new."""
+        switched = mode != self._shown_mode
+        self._shown_mode = mode
+        if mode == "synced":
+            if result is None and switched and self.result_buf.read_generation:
+                result = self.result_buf.current()  # back from live: the newest result at once
             if result is None:
                 return None
+            if self.loop_options.auto or switched:
+                faces = None if result.faces_pasted else result.faces
+                renderer.set_frame(result.frame_bgr, faces)
+                self._shown_picture = (result.frame_bgr, faces)
+            n = len(result.faces)
+            real = max(result.faces_detected - n, 0) if result.faces_detected >= 0 else 0
+            self._on_screen = (n, n, ("unswapped",) * real)
             return result.t_capture, (result.t_capture if result.faces else None)
         frame = self.live_buf.read()
         if frame is None:
             return None
         renderer.set_frame(frame.frame_bgr, frame.faces)
-        self._on_screen = (frame.frame_bgr, frame.faces)
+        self._shown_picture = (frame.frame_bgr, frame.faces)
+        fresh = len(frame.faces) if frame.anchor_seq == frame.seq else 0
+        self._on_screen = (len(frame.faces), fresh, frame.real_reasons)
         return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
 
     # -- keepsakes -----------------------------------------------------------------------------
@@ -760,11 +805,11 @@ class KioskApp:
 
     def _copy_picture(self) -> Picture | None:
         """A copy of the picture on screen (the frame and its GPU-composited crops) for a keepsake."""
-        if self._on_screen is None:
+        if self._shown_picture is None:
             return None
         from kiosk.keepsake.still import Picture
 
-        return Picture.copy_of(*self._on_screen)
+        return Picture.copy_of(*self._shown_picture)
 
     def _with_keepsake(self, booth: Any) -> tuple[Any, dict[str, Any]]:
         """The booth view (no carousel or attract screen over a keepsake) and the renderer's keepsake
@@ -885,14 +930,15 @@ class KioskApp:
         self._reopen_due()
         result = self.result_buf.read()
         frozen = self._keepsake_view is not None and self._keepsake_view.freeze  # a keepsake's still
+        mode = self._choose_mode(self._clock())
         if result is not None:
-            if not self.loop_options.live and not frozen:
+            if mode == "synced" and not self.loop_options.auto and not frozen:
                 faces = None if result.faces_pasted else result.faces
                 self.renderer.set_frame(result.frame_bgr, faces)
-                self._on_screen = (result.frame_bgr, faces)
+                self._shown_picture = (result.frame_bgr, faces)
             self._last_notice = result.notice
             self._t_last_result = self._clock()
-        shown = None if frozen else self._picture(self.renderer, result)
+        shown = None if frozen else self._picture(self.renderer, result, mode)
         # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
         mono = time.monotonic()
         view = self.session.step(self.surface.poll_events(), result, mono, self._staff_problem())
@@ -911,6 +957,8 @@ class KioskApp:
         self._draw(self._overlay, booth, mono, now)
         t_shown = self._clock()
         self.render_rate.tick(t_shown)
+        swapped, fresh, real = self._on_screen
+        self.screen_share.add(mode, swapped, fresh, real)
         if shown is not None:
             self.latency_ms.add((t_shown - shown[0]) * 1000.0)
             if shown[1] is not None:

@@ -44,7 +44,8 @@ RELOAD_TABLE: dict[str, frozenset[Part]] = {
     # where faces are pasted: the stage pastes on the CPU or hands crops to the shader
     **_rows("display", "composite", S),
     # live mode: the capture thread runs the tracker, the stage always composites on the GPU, the
-    # loop shows the newest camera frame
+    # loop shows the newest camera frame; auto: the tracker runs too and the loop picks synced or
+    # live per frame (kiosk/display_mode.py)
     **_rows("display", "mode", C, S, P),
     **_rows("display", "live_max_age_s live_track_px", C),
     **_rows("processing", "enabled det_size det_threshold max_faces enhance_blend swap_resolution", S),

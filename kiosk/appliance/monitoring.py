@@ -200,6 +200,52 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
         "How long no processed frame has reached the display while the source runs (0: frames flow).",
         proc["stalled_s"],
     )
+    display = stats.get("display") or {}
+    screen = display.get("screen") or {}
+    modes = [m for m in ("synced", "live") if m in screen]
+    if modes:
+        t.family(
+            "display_mode_info",
+            "gauge",
+            "The picture on screen (always 1): mode = synced or live; configured = display.mode (auto switches).",
+            [("", {"mode": display.get("active_mode", ""), "configured": display.get("mode", "")}, 1)],
+        )
+        t.family(
+            "screen_faces_total",
+            "counter",
+            "Face x rendered frame on screen, per mode: shown swapped (fresh or carried) or as the visitor's "
+            "real face (with the reason).",
+            [
+                *[
+                    ("", {"mode": m, "shown": "swapped", "reason": ""}, screen[m]["faces_swapped_frames"])
+                    for m in modes
+                ],
+                *[
+                    ("", {"mode": m, "shown": "real", "reason": why}, n)
+                    for m in modes
+                    for why, n in screen[m]["faces_real_by_reason"].items()
+                ],
+            ],
+        )
+        t.family(
+            "screen_swapped_ratio",
+            "gauge",
+            "Share of face x rendered frame shown swapped since start, per mode on screen (NaN: no face yet).",
+            [
+                (
+                    "",
+                    {"mode": m},
+                    None if screen[m]["swapped_pct"] is None else screen[m]["swapped_pct"] / 100.0,
+                )
+                for m in modes
+            ],
+        )
+        t.one(
+            "display_mode_switches_total",
+            "counter",
+            "Changes of the picture's mode by display.mode auto.",
+            display.get("mode_switches", 0),
+        )
     t.one("faces_loaded", "gauge", "Face photos loaded and selectable.", stats["faces"]["loaded"])
     t.one(
         "faces_skipped",

@@ -15,11 +15,18 @@ frame→crop affine from frame N to the newest frame M:
   frame M; the crop's affine becomes ``A ∘ T⁻¹`` (the composite shader takes one affine per face,
   so only the affine changes).
 
-A face whose carried position cannot be trusted shows the visitor's real face until the next
-result: too few points survive or the fit disagrees with them (``track``), the face moved more
-than :data:`MAX_STEP_FRAC` of its size in one frame (``fast``), its swap is older than
-``live_max_age_s`` (``old``), or its frame left the ring / the frames stopped being consecutive
-(``gap``). Each such event is counted by reason.
+The swap stays on: a tracked face keeps its newest swapped crop, carried, until a newer result
+replaces it, also across a result that missed the face (for :data:`KEEP_MISSED_RESULTS` results),
+and tracks top their points up with fresh corners as points die (:data:`RESEED_SHARE`), so a slow
+stage (one result a second) does not wear a track out between two results. A face whose carried
+position cannot be trusted shows the visitor's real face until the next result: too few points
+survive or the fit disagrees with them (``track``), the face moved more than
+:data:`MAX_STEP_FRAC` of its size in one frame (``fast``), no newer result came for
+:data:`AGE_PERIODS` result periods (``old``: the age limit follows the measured result interval
+and the age results arrive with; ``live_max_age_s`` > 0 fixes it instead), or its frame left the
+ring / the frames stopped being consecutive (``gap``). Each such event is counted by reason, and
+each face × frame by what it showed (:meth:`LiveTracker.stats`: swapped fresh or carried, real by
+reason).
 
 Where the error can be measured while running, it is: when a new result arrives for frame N',
 the previous result's faces carried to N' are compared with the new detection's keypoints
@@ -63,11 +70,27 @@ MIN_POINT_SHARE = 0.35
 MAX_CORNERS = 24
 #: Per-frame motion above this share of the face's size is too fast to trust (motion blur).
 MAX_STEP_FRAC = 0.25
-#: Frames of grey images kept to bring a new result forward (2 s at 30 fps).
-RING_FRAMES = 60
+#: Frames of grey images kept to bring a new result forward (5 s at 30 fps: a result of a stage
+#: at one result a second arrives about a second old, two with ``processing.pipelined``).
+RING_FRAMES = 150
+#: A track whose live points fall below this share of the points it had tops them up with
+#: corners found where the face is now (points die over the frames between two slow results).
+RESEED_SHARE = 0.6
+#: A face a newer result did not list (a missed detection) keeps its crop on its track for this
+#: many results, as long as the track is trusted.
+KEEP_MISSED_RESULTS = 2
+#: The automatic age limit: the age results arrive with plus this many result periods (both the
+#: median of the last :data:`AGE_WINDOW` results); before the second result, the arrival age
+#: stands in for the period.
+AGE_PERIODS = 4.0
+AGE_WINDOW = 8
+#: ... and never below this (a fast stage's limit would otherwise fall to a fraction of a second).
+AGE_MIN_S = 2.0
 #: A new result is brought forward this many frames per Lucas–Kanade step.
 CATCH_UP_STRIDE = 2
 DROP_REASONS = ("track", "fast", "old", "gap")
+#: Why a face × frame shows the visitor's real face (counted per face × frame).
+REAL_REASONS = DROP_REASONS
 
 
 @dataclass(frozen=True)
@@ -89,9 +112,12 @@ class LiveAnchor:
     seq: int
     t_capture: float
     faces: tuple[LiveFace, ...]
+    #: False when the result came from no swapping stage (pass-through: swapping off, loading):
+    #: every face carried from earlier results then goes, none is kept over it.
+    swapping: bool = True
 
     @classmethod
-    def from_result(cls, result: SwapResult) -> LiveAnchor:
+    def from_result(cls, result: SwapResult, swapping: bool = True) -> LiveAnchor:
         """Copy the crops and affines out of a triple-buffer slot (the slot is reused later)."""
         faces = tuple(
             LiveFace(
@@ -104,7 +130,7 @@ class LiveAnchor:
             )
             for sf in result.faces
         )
-        return cls(result.seq, result.t_capture, faces)
+        return cls(result.seq, result.t_capture, faces, swapping)
 
 
 @dataclass
@@ -127,6 +153,8 @@ class LiveFrame:
     anchor_t_capture: float = 0.0
     #: Faces of the anchor shown as the visitor's real face on this frame (not trusted).
     faces_untrusted: int = 0
+    #: Why, one reason per such face (:data:`REAL_REASONS`).
+    real_reasons: tuple[str, ...] = ()
 
 
 def new_live_frame() -> LiveFrame:
@@ -136,7 +164,8 @@ def new_live_frame() -> LiveFrame:
 @dataclass(frozen=True)
 class LiveOptions:
     track_px: int = 320
-    max_age_s: float = 1.5
+    #: A fixed age limit (s); 0: automatic, :data:`AGE_PERIODS` measured result periods.
+    max_age_s: float = 0.0
 
 
 def _h(m: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -171,6 +200,8 @@ class _Track:
     size_px: float
     born: int
     lost: str = ""
+    #: Points the track had after its last (re)seed (the reference of :data:`RESEED_SHARE`).
+    seeded: int = 0
     c_small: NDArray[np.float64] = field(default_factory=lambda: np.eye(2, 3))
     history: dict[int, NDArray[np.float64]] = field(default_factory=dict)
 
@@ -182,6 +213,10 @@ class _Carried:
     track: _Track | None
     c_at_anchor: NDArray[np.float64] | None  # the track's C at the result's frame (full pixels)
     dropped: str = ""
+    #: Set for a face kept from an earlier result (the newest result did not list it).
+    face: LiveFace | None = None
+    t_capture: float = 0.0  # capture time of the frame the kept face was swapped on
+    missed: int = 0  # newer results that did not list it
 
 
 class LiveTracker:
@@ -202,16 +237,29 @@ class LiveTracker:
         self._pending: LiveAnchor | None = None
         self._tracks: list[_Track] = []
         self._carried: list[_Carried] = []
+        #: Faces of earlier results still carried because the newest result did not list them.
+        self._kept: list[_Carried] = []
         self._scale = (1.0, 1.0)
+        #: The age results arrive with and the interval between them (s), for the age limit.
+        self._arrival_s: deque[float] = deque(maxlen=AGE_WINDOW)
+        self._interval_s: deque[float] = deque(maxlen=AGE_WINDOW)
+        self._t_last_anchor = 0.0
+        self._t_now = 0.0
         self.anchor: LiveAnchor | None = None
         self.transforms: list[NDArray[np.float64] | None] = []
+        self._kept_transforms: list[NDArray[np.float64] | None] = []
         self.seq = -1
         # counters (read by other threads as plain ints/floats)
         self.dropped = dict.fromkeys(DROP_REASONS, 0)
         self.anchors_seen = 0
         self.tracks_born = 0
-        self.faces_carried = 0  # face × frame shown carried
+        self.faces_carried = 0  # face × frame shown swapped (carried onto a newer frame, or fresh)
+        self.faces_fresh = 0  # of which on the result's own frame
         self.faces_untrusted = 0  # face × frame shown as the real face
+        self.real_frames = dict.fromkeys(REAL_REASONS, 0)  # ... by reason
+        self.faces_kept = 0  # face × frame shown from an earlier result the newest one missed
+        #: Per face of the current frame: shown swapped ("") or the reason it is shown real.
+        self.face_states: list[str] = []
         self.track_ms = LatencyRecorder(1024)
         self.catch_up_ms = LatencyRecorder(256)
         self.carry_error_px = LatencyRecorder(1024)
@@ -258,14 +306,37 @@ class LiveTracker:
         self.seq = seq
         if prev is not None and self._tracks:
             self._step(self._tracks, prev, grey, seq)
+            for tr in self._tracks:
+                if not tr.lost and int(tr.alive.sum()) < RESEED_SHARE * tr.seeded:
+                    self._reseed(tr, grey, force=True)
+        self._t_now = t_capture
         pending, self._pending = self._pending, None
         if pending is not None:
             self._start(pending, grey)
         self._finish(t_capture)
         self.track_ms.add((time.perf_counter() - t0) * 1e3)
 
+    def age_limit_s(self) -> float:
+        """How old a carried swap may get before it shows the real face: ``max_age_s`` when set,
+        else the age results arrive with plus :data:`AGE_PERIODS` result periods (medians), at
+        least :data:`AGE_MIN_S`."""
+        if self.opts.max_age_s > 0:
+            return self.opts.max_age_s
+        if not self._arrival_s:
+            return float("inf")
+        arrival = float(np.median(self._arrival_s))
+        period = float(np.median(self._interval_s)) if self._interval_s else arrival
+        return max(AGE_MIN_S, arrival + AGE_PERIODS * period)
+
     def _start(self, anchor: LiveAnchor, grey: NDArray[np.uint8]) -> None:
         self._measure_carry_error(anchor)
+        now = self._t_now
+        if anchor.swapping and anchor.faces:
+            self._arrival_s.append(max(now - anchor.t_capture, 0.0))
+            if self._t_last_anchor:
+                self._interval_s.append(max(now - self._t_last_anchor, 0.0))
+            self._t_last_anchor = now
+        previous = [*self._carried, *self._kept]
         self.anchor = anchor
         self.anchors_seen += 1
         s = self._to_small()
@@ -291,9 +362,41 @@ class LiveTracker:
                 newborn.append((k, np.array([x0, y0, x1, y1]), kps.astype(np.float32)))
         if newborn:
             self._bring_forward(anchor.seq, carried, newborn)
-        # Tracks no face of this result is on are not needed any more.
-        self._tracks = [c.track for c in carried if c.track is not None and not c.track.lost]
+        for c, face in zip(carried, anchor.faces, strict=True):
+            c.face, c.t_capture = face, anchor.t_capture
+        # A face this result did not list keeps its crop on its track (a missed detection), for
+        # a few results and while the track is trusted; not over a result of no swapping stage.
+        taken = {id(c.track) for c in carried if c.track is not None}
+        kept: list[_Carried] = []
+        if anchor.swapping:
+            for c in previous:
+                held = c.track
+                if held is None or held.lost or c.dropped or id(held) in taken or c.c_at_anchor is None:
+                    continue
+                if c.face is None or c.missed + 1 > KEEP_MISSED_RESULTS:
+                    continue
+                if self._near_a_new_face(held, c, anchor):
+                    continue  # the result has a face there (its own track): never two on one head
+                kept.append(_Carried(held, c.c_at_anchor, "", c.face, c.t_capture, c.missed + 1))
+                taken.add(id(held))
+        # Tracks no face is on are not needed any more.
+        self._tracks = [c.track for c in [*carried, *kept] if c.track is not None and not c.track.lost]
         self._carried = carried
+        self._kept = kept
+
+    @staticmethod
+    def _near_a_new_face(track: _Track, held: _Carried, anchor: LiveAnchor) -> bool:
+        """Whether a face of ``anchor`` lies within a face size of where ``held`` was on the
+        anchor's frame (or that place is unknown): then it is not kept beside it."""
+        at_n = track.history.get(anchor.seq)
+        if at_n is None or held.face is None or held.c_at_anchor is None:
+            return True
+        kps = apply_affine(compose(at_n, _invert(held.c_at_anchor)), held.face.kps)
+        centre = kps.mean(axis=0)
+        size = float(
+            max(held.face.box_xyxy[2] - held.face.box_xyxy[0], held.face.box_xyxy[3] - held.face.box_xyxy[1])
+        )
+        return any(float(np.linalg.norm(f.kps.mean(axis=0) - centre)) < size for f in anchor.faces)
 
     def _bring_forward(
         self,
@@ -344,12 +447,14 @@ class LiveTracker:
             p0, p0.copy(), np.ones(len(p0), bool), box, kps.mean(axis=0).astype(np.float64), size, seq
         )
         tr.history[seq] = np.eye(2, 3)
+        tr.seeded = len(p0)
         self.tracks_born += 1
         return tr
 
-    def _reseed(self, tr: _Track, grey: NDArray[np.uint8]) -> None:
-        """Replace points the track lost by corners of the face where it is now."""
-        if int(tr.alive.sum()) >= 0.7 * (MAX_CORNERS + 5):
+    def _reseed(self, tr: _Track, grey: NDArray[np.uint8], force: bool = False) -> None:
+        """Replace points the track lost by corners of the face where it is now (``force``: also
+        when it has many left, as long as it lost :data:`RESEED_SHARE` of them)."""
+        if not force and int(tr.alive.sum()) >= 0.7 * (MAX_CORNERS + 5):
             return
         corners = tr.box0.reshape(2, 2)
         now = apply_affine(tr.c_small, corners)
@@ -362,6 +467,7 @@ class LiveTracker:
         tr.pts0 = np.concatenate([tr.pts0[keep], back])
         tr.pts = np.concatenate([tr.pts[keep], fresh])
         tr.alive = np.ones(len(tr.pts), bool)
+        tr.seeded = len(tr.pts)
 
     def _step(
         self, tracks: list[_Track], prev: NDArray[np.uint8], cur: NDArray[np.uint8], seq: int, frames: int = 1
@@ -430,24 +536,38 @@ class LiveTracker:
         anchor = self.anchor
         if anchor is None:
             self.transforms = []
+            self.face_states = []
             return
-        old = t_capture - anchor.t_capture > self.opts.max_age_s
+        limit = self.age_limit_s()
         out: list[NDArray[np.float64] | None] = []
-        for c in self._carried:
+        states: list[str] = []
+        for c in [*self._carried, *self._kept]:
             tr = c.track
             if not c.dropped:
+                old = t_capture - c.t_capture > limit
                 reason = "gap" if tr is None else (tr.lost or ("old" if old else ""))
                 if reason:
                     c.dropped = reason
                     self.dropped[reason] += 1
             if c.dropped or tr is None or c.c_at_anchor is None:
+                states.append(c.dropped or "gap")
                 out.append(None)
-                continue
-            out.append(compose(self._full(tr.c_small), _invert(c.c_at_anchor)))
-        self.transforms = out
+            else:
+                states.append("")
+                out.append(compose(self._full(tr.c_small), _invert(c.c_at_anchor)))
+        n = len(self._carried)
+        self.transforms = out[:n]
+        self._kept_transforms = out[n:]
+        self.face_states = states
         shown = sum(t is not None for t in out)
         self.faces_carried += shown
+        self.faces_kept += sum(t is not None for t in out[n:])
+        if anchor.seq == self.seq:
+            self.faces_fresh += sum(t is not None for t in out[:n])
         self.faces_untrusted += len(out) - shown
+        for why in states:
+            if why:
+                self.real_frames[why] += 1
 
     def _measure_carry_error(self, new: LiveAnchor) -> None:
         """The previous result's faces carried (by their tracks) to the new result's frame, against
@@ -487,28 +607,41 @@ class LiveTracker:
         ]
 
     def carried_faces(self, out: list[SwappedFace]) -> None:
-        """Fill ``out`` with the trusted faces: the anchor's crop, its affine moved onto this frame."""
+        """Fill ``out`` with the trusted faces: each one's crop, its affine moved onto this frame
+        (the current result's faces, then faces kept from earlier results it did not list)."""
         out.clear()
         if self.anchor is None:
             return
-        for f, t in zip(self.anchor.faces, self.transforms, strict=True):
-            if t is None:
+        faces = [*self.anchor.faces, *(c.face for c in self._kept)]
+        for f, t in zip(faces, [*self.transforms, *self._kept_transforms], strict=True):
+            if t is None or f is None:
                 continue
             kps = apply_affine(t, f.kps).astype(np.float32)
             corners = apply_affine(t, f.box_xyxy.reshape(2, 2))
             box = np.array([*corners.min(axis=0), *corners.max(axis=0)], np.float32)
             out.append(SwappedFace(f.crop_bgr, compose(f.affine, _invert(t)), Face(box, 1.0, kps), f.alpha))
 
+    def swapped_share(self) -> float | None:
+        """Share of face × frame shown swapped since the start (None before any face)."""
+        total = self.faces_carried + self.faces_untrusted
+        return self.faces_carried / total if total else None
+
     def stats(self) -> dict[str, object]:
         def r(v: float | None) -> float | None:
             return None if v is None else round(v, 2)
 
+        share = self.swapped_share()
         return {
             "results_carried": self.anchors_seen,
             "tracks_started": self.tracks_born,
             "faces_carried_frames": self.faces_carried,
+            "faces_fresh_frames": self.faces_fresh,
+            "faces_kept_frames": self.faces_kept,
             "faces_real_frames": self.faces_untrusted,
+            "faces_real_frames_by_reason": dict(self.real_frames),
+            "swapped_pct": r(None if share is None else 100.0 * share),
             "faces_dropped_to_real": dict(self.dropped, total=self.dropped_total),
+            "age_limit_s": r(self.age_limit_s()) if self.age_limit_s() != float("inf") else None,
             "carry_error_px_p50": r(self.carry_error_px.percentile(50)),
             "carry_error_px_p95": r(self.carry_error_px.percentile(95)),
             "stale_error_px_p50": r(self.stale_error_px.percentile(50)),
@@ -578,7 +711,9 @@ class LiveFeed:
         anchor = tracker.anchor if error is None else None
         live.anchor_seq = anchor.seq if anchor is not None else -1
         live.anchor_t_capture = anchor.t_capture if anchor is not None else 0.0
-        live.faces_untrusted = sum(t is None for t in tracker.transforms) if error is None else 0
+        states = tracker.face_states if error is None else []
+        live.real_reasons = tuple(why for why in states if why)
+        live.faces_untrusted = len(live.real_reasons)
         self.out.publish()
         if error is not None:
             raise error

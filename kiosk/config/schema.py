@@ -100,16 +100,18 @@ class DisplayConfig(_Section):
         description="Where swapped faces are pasted onto the camera picture: gpu (composite shader) or cpu.",
     )
     text_scale: float = Field(1.0, gt=0.1, le=10, description="Multiplier for on-screen text size.")
-    mode: Literal["synced", "live"] = Field(
+    mode: Literal["auto", "synced", "live"] = Field(
         "synced",
         description="synced: show the frame the faces were computed on (latency = model time); live: show "
-        "the newest camera frame, swapped faces carried onto it by a keypoint tracker (always GPU composite).",
+        "the newest camera frame, swapped faces carried onto it by a keypoint tracker (always GPU composite); "
+        "auto: synced while processing keeps up with the camera, live when it falls behind (docs/live-mode.md).",
     )
     live_max_age_s: float = Field(
-        1.5,
-        gt=0.05,
-        le=10,
-        description="live: a face whose swap is older than this shows the visitor's real face until the next one.",
+        0.0,
+        ge=0,
+        le=60,
+        description="live: a carried swap older than this shows the visitor's real face until the next "
+        "result; 0: automatic, a few measured result periods (docs/live-mode.md).",
     )
     live_track_px: int = Field(
         320, ge=96, le=1920, description="live: width of the grey image the keypoint tracker runs on."

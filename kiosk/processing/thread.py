@@ -129,6 +129,9 @@ class InferenceThread(threading.Thread):
         self.controls = controls
         # Read by other threads, written only by this one:
         self.rate = RateMeter()
+        #: Results of the installed swapping stage only (not the pass-through while models load or
+        #: swapping is off, which runs at camera rate): the rate the swap is refreshed at.
+        self.swap_rate = RateMeter()
         self.process_ms = LatencyRecorder(1024)
         self.errors = 0  # failed stage calls
         self.restarts = 0  # stage rebuilds after repeated failures
@@ -406,7 +409,12 @@ class InferenceThread(threading.Thread):
             out.t_processed = t1
             anchors = self.anchors
             if anchors is not None:
-                anchors.write_slot().anchor = LiveAnchor.from_result(out)
+                # A pass-through result (swapping off, models loading or failed) swaps nothing:
+                # the live display drops the faces it carries instead of keeping them over it.
+                swapping = own and failure is None and out.faces_detected >= 0
+                anchors.write_slot().anchor = LiveAnchor.from_result(out, swapping)
                 anchors.publish()
             self.out.publish()
             self.rate.tick(t1)
+            if own and failure is None:
+                self.swap_rate.tick(t1)

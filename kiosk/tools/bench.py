@@ -209,12 +209,15 @@ class BenchProcessor(SwapProcessor):
     """The kiosk's :class:`~kiosk.processing.pipeline.SwapProcessor` (same composite option, same error
     policy, ``faces_pasted`` set by it) with a recorder of its stage times in ``on_frame``."""
 
-    def __init__(self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5) -> None:
+    def __init__(
+        self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5, pipelined: Any = None
+    ) -> None:
         super().__init__(
             pipe,
             composite=composite,
             on_frame=self._record,
             name=f"bench swap ({pipe.provider}, {composite} composite)",
+            pipelined=pipelined,
         )
         self.notice = ""
         self.skip = skip
@@ -582,8 +585,16 @@ def run_bench(
     warm["load_total"] = load_ms
     original_infer = slow_swapper(pipe, swap_ms) if swap_ms > 0 else None
     # Live display carries the crops onto newer frames in the shader: no CPU paste-back then.
+    from kiosk.processing.pipelined import open_pipelined
+
+    # processing.pipelined: the detection worker, as the kiosk's processor has it (it used to be
+    # reported in the setup but never built here)
     proc = BenchProcessor(
-        pipe, "gpu" if display_mode == "live" else composite, capacity=frames, skip=skip_frames
+        pipe,
+        "gpu" if display_mode == "live" else composite,
+        capacity=frames,
+        skip=skip_frames,
+        pipelined=open_pipelined(cfg, pipe),
     )
 
     def factory() -> Processor:
@@ -626,6 +637,7 @@ def run_bench(
         alloc_frames = 0
         insightface_reps = 0
     stats = app.stats()
+    proc.close()  # the pipelined detection worker, if any
     if original_infer is not None:
         pipe.swapper.infer = original_infer  # type: ignore[method-assign]
     stages, overhead = summarise(proc)
@@ -688,6 +700,9 @@ def run_bench(
                 "face_age_p95": stats["latency_ms"]["face_age_p95"],
             },
             "live": stats["display"]["live"],
+            # face x rendered frame shown swapped vs real, per mode on screen (and which one was)
+            "screen": stats["display"]["screen"],
+            "active_mode": stats["display"]["active_mode"],
             "dropped": stats["dropped"],
             "frames": stats["frames"],
             "duration_s": stats["duration_s"],
@@ -758,6 +773,14 @@ def format_report(r: BenchResult) -> str:
         + (f", swapper ≥ {s['swap_ms_min']:g} ms/face" if s["swap_ms_min"] else "")
         + f"): face content age p50 {lat['face_age_p50']} ms, p95 {lat['face_age_p95']} ms",
     ]
+    screen = rt.get("screen")
+    if screen:
+        parts = [
+            f"{m} {v['swapped_pct']} % ({v['faces_swapped_frames']} swapped, real {v['faces_real_by_reason'] or 0})"
+            for m, v in screen.items()
+            if isinstance(v, dict) and v["rendered_frames"]
+        ]
+        lines.append(f"swap on screen (face x rendered frame): {'; '.join(parts) or '-'}")
     live = rt.get("live")
     if live:
         d = live["faces_dropped_to_real"]
@@ -802,7 +825,7 @@ def _screenshot_path(template: str | None, mode: str, composite: str) -> Path | 
 def format_display_comparison(results: list[BenchResult]) -> str:
     """synced next to live: picture latency, face content age, render and processing rates."""
     lines = [
-        "display   latency p50/p95 ms   face age p50/p95 ms   render fps (new pictures)   processing fps   faces→real",
+        "display   latency p50/p95 ms   face age p50/p95 ms   render fps (new pictures)   processing fps   faces→real   swap on screen %",
     ]
     for r in results:
         lat, fps = r.runtime["latency_ms"], r.runtime["fps"]
@@ -811,7 +834,8 @@ def format_display_comparison(results: list[BenchResult]) -> str:
         lines.append(
             f"{r.setup['display_mode']:<8} {lat['capture_to_display_p50']!s:>8} / {lat['capture_to_display_p95']!s:<8}"
             f"   {lat['face_age_p50']!s:>8} / {lat['face_age_p95']!s:<8}"
-            f"   {fps['render']:10.1f} ({fps.get('new_pictures', 0.0):5.1f})      {fps['processing']:14.2f}   {drops}"
+            f"   {fps['render']:10.1f} ({fps.get('new_pictures', 0.0):5.1f})      {fps['processing']:14.2f}   {drops!s:>11}"
+            f"   {(r.runtime.get('screen') or {}).get('swapped_pct', '-')}"
         )
     return "\n".join(lines)
 

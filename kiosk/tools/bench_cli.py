@@ -75,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--no-enhance", dest="enhance", action="store_false", help="force the enhancer off")
     p.add_argument(
         "--mode",
-        choices=("synced", "live"),
+        choices=("synced", "live", "auto"),
         help="set display.mode in the config (one run; --display runs several side by side)",
     )
     p.add_argument(
@@ -107,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument(
         "--display",
         nargs="+",
-        choices=("synced", "live"),
+        choices=("synced", "live", "auto"),
         default=None,
         help="display.mode to run (default: the config's; synced live: one run each, side by side at the end)",
     )
