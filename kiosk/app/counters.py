@@ -72,6 +72,7 @@ class RenderCounters:
     latency_sum: float
     face_age_p50: float | None
     face_age_p95: float | None
+    with_faces: int = 0  # draws whose picture carried at least one swapped face
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,12 @@ def stats_dict(c: Counters) -> dict[str, Any]:
     return {
         "duration_s": round(c.duration_s, 3),
         "started_unix": round(c.started_unix, 3),
-        "frames": {"captured": cap.frames, "processed": proc.frames, "rendered": ren.frames},
+        "frames": {
+            "captured": cap.frames,
+            "processed": proc.frames,
+            "rendered": ren.frames,
+            "with_swapped_faces": ren.with_faces,
+        },
         "dropped": {
             "capture_to_processing": dropped[0],
             "processing_to_display": dropped[1],

@@ -12,7 +12,7 @@ it a little about its vertical axis (a yaw of up to ±18°, the far side foresho
 0–1.6 s  walks in from the right
 1.6–8 s  stands, turns left and right, tilts the head
 8–9.6 s  walks out to the left
-9.6–13 s the room is empty
+9.6–14 s the room is empty
 ======== =================================================
 
 Times come from the frame count (``n / fps``), so the motion is the same at any processing speed
@@ -34,7 +34,9 @@ from kiosk.types import FrameBGR
 
 __all__ = ["CYCLE_S", "DemoVisitorSource", "visitor_photo_path", "source_face_path"]
 
-CYCLE_S = 13.0
+CYCLE_S = 14.0
+#: Where in the cycle the first frame is: the visitor is already stepping in.
+START_S = 0.7
 _ENTER_S, _LEAVE_S, _GONE_S = 1.6, 8.0, 9.6
 
 
@@ -74,7 +76,9 @@ def _room(width: int, height: int) -> FrameBGR:
 class DemoVisitorSource:
     """A :class:`~kiosk.capture.sources.Source` of the moving demo visitor, paced at ``fps``."""
 
-    def __init__(self, width: int, height: int, fps: float, photo: Path | None = None) -> None:
+    def __init__(
+        self, width: int, height: int, fps: float, photo: Path | None = None, start_s: float = START_S
+    ) -> None:
         self.size = (int(width), int(height))
         self.fps = float(fps)
         self.photo = photo or visitor_photo_path()
@@ -82,8 +86,9 @@ class DemoVisitorSource:
         self._period = 1.0 / self.fps if self.fps > 0 else 0.0
         self._next = 0.0
         self._n = 0
+        self.start_s = float(start_s)
         self._room: FrameBGR | None = None
-        self._rgba: NDArray[np.float32] | None = None  # portrait BGR + alpha, float 0..1 alpha
+        self._bgra: NDArray[np.uint8] | None = None  # the portrait and its soft oval as alpha
 
     def open(self) -> None:
         from kiosk.capture.sources import SourceError
@@ -93,10 +98,10 @@ class DemoVisitorSource:
             raise SourceError(f"{self.photo}: demo visitor photo missing or unreadable (reinstall the kiosk)")
         h, w = image.shape[:2]
         # A soft oval around head and shoulders (the photo's subject fills its left two thirds).
-        alpha = np.zeros((h, w), np.float32)
-        cv2.ellipse(alpha, (int(w * 0.42), int(h * 0.52)), (int(w * 0.34), int(h * 0.50)), 0, 0, 360, 1.0, -1)
+        alpha = np.zeros((h, w), np.uint8)
+        cv2.ellipse(alpha, (int(w * 0.42), int(h * 0.52)), (int(w * 0.34), int(h * 0.50)), 0, 0, 360, 255, -1)
         alpha = cv2.GaussianBlur(alpha, (0, 0), w * 0.03)
-        self._rgba = np.dstack([image.astype(np.float32), alpha])
+        self._bgra = np.ascontiguousarray(np.dstack([image, alpha]))
         self._room = _room(*self.size)
         self._n = 0
         self._next = 0.0
@@ -108,7 +113,7 @@ class DemoVisitorSource:
         t %= CYCLE_S
         if t >= _GONE_S:
             return None
-        stand_x = w * 0.5
+        stand_x = w * 0.6  # right of centre: the debug overlay sits top left
         if t < _ENTER_S:
             x = w * 1.25 + (stand_x - w * 1.25) * _smooth(t / _ENTER_S)
         elif t < _LEAVE_S:
@@ -117,8 +122,8 @@ class DemoVisitorSource:
             x = stand_x + (-w * 0.25 - stand_x) * _smooth((t - _LEAVE_S) / (_GONE_S - _LEAVE_S))
         walking = t < _ENTER_S or t >= _LEAVE_S
         bob = abs(math.sin(t * math.pi * 2.2)) * h * 0.02 if walking else 0.0
-        y = h * 0.5 - bob
-        height = h * 0.78
+        y = h * 0.54 - bob
+        height = h * 0.72
         standing = min(max((t - _ENTER_S) / (_LEAVE_S - _ENTER_S), 0.0), 1.0)
         yaw = 18.0 * math.sin(standing * 2.0 * math.pi) if not walking else (-8.0 if t < _ENTER_S else 8.0)
         roll = 5.0 * math.sin(standing * 3.0 * math.pi) if not walking else 2.0 * math.sin(t * 4.4)
@@ -127,8 +132,8 @@ class DemoVisitorSource:
     def _homography(self, pose: tuple[float, float, float, float, float]) -> NDArray[np.float64]:
         """Portrait pixels → frame pixels for ``pose``: a card turned by the yaw about its vertical
         axis (seen in perspective), tilted by the roll, scaled to the height, placed at the centre."""
-        assert self._rgba is not None
-        ph, pw = self._rgba.shape[:2]
+        assert self._bgra is not None
+        ph, pw = self._bgra.shape[:2]
         cx, cy, height, yaw, roll = pose
         s = height / ph
         yaw_r, roll_r = math.radians(yaw), math.radians(roll)
@@ -147,7 +152,7 @@ class DemoVisitorSource:
 
     def frame_at(self, t: float, out: FrameBGR | None = None) -> FrameBGR:
         """The frame at ``t`` seconds into the cycle (into ``out`` when its shape fits)."""
-        if self._room is None or self._rgba is None:
+        if self._room is None or self._bgra is None:
             from kiosk.capture.sources import SourceError
 
             raise SourceError("demo visitor source not open")
@@ -159,7 +164,7 @@ class DemoVisitorSource:
             return frame
         m = self._homography(pose)
         # Only the portrait's bounding box in the frame is warped and blended.
-        ph, pw = self._rgba.shape[:2]
+        ph, pw = self._bgra.shape[:2]
         corners = cv2.perspectiveTransform(np.array([[[0, 0], [pw, 0], [pw, ph], [0, ph]]], np.float32), m)[0]
         x0, y0 = np.floor(corners.min(axis=0)).astype(int)
         x1, y1 = np.ceil(corners.max(axis=0)).astype(int)
@@ -168,11 +173,11 @@ class DemoVisitorSource:
             return frame
         shift = np.array([[1, 0, -x0], [0, 1, -y0], [0, 0, 1]], np.float64)
         warped = cv2.warpPerspective(
-            self._rgba, shift @ m, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR, borderValue=(0, 0, 0, 0)
+            self._bgra, shift @ m, (x1 - x0, y1 - y0), flags=cv2.INTER_LINEAR, borderValue=(0, 0, 0, 0)
         )
         roi = frame[y0:y1, x0:x1]
-        a = warped[:, :, 3:4]
-        roi[:] = np.clip(warped[:, :, :3] * a + roi.astype(np.float32) * (1.0 - a), 0, 255).astype(np.uint8)
+        a = warped[:, :, 3].astype(np.float32) * np.float32(1.0 / 255.0)
+        roi[:] = cv2.blendLinear(np.ascontiguousarray(warped[:, :, :3]), roi, a, 1.0 - a)
         return frame
 
     def read(self, out: FrameBGR | None) -> FrameBGR:
@@ -183,10 +188,10 @@ class DemoVisitorSource:
             if self._next > now:
                 time.sleep(self._next - now)
             self._next += self._period
-        frame = self.frame_at(self._n / self.fps if self.fps > 0 else 0.0, out)
+        frame = self.frame_at(self.start_s + (self._n / self.fps if self.fps > 0 else 0.0), out)
         self._n += 1
         return frame
 
     def close(self) -> None:
         self._room = None
-        self._rgba = None
+        self._bgra = None

@@ -161,8 +161,9 @@ class ModelsConfig(_Section):
     dir: str = Field("models", description="Folder holding the model files (relative to the config file).")
     detector: str = Field(
         "det_10g.onnx",
-        description="Face detector (SCRFD/RetinaFace/YuNet) file or path. Left unset with the classic "
-        "swap, the YuNet bundled in the package (MIT) is used.",
+        description="Face detector (SCRFD/RetinaFace/YuNet) file or path; auto (and, with the classic swap, "
+        "leaving the key unset): the YuNet bundled in the package (MIT) for the classic swap, det_10g.onnx "
+        "for the neural one when it is in models.dir.",
     )
     embedder: str = Field(
         "w600k_r50.onnx", description="ArcFace embedder file or path (not used by the classic swap)."
