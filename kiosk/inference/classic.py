@@ -13,11 +13,14 @@ restore, occlusion), feather, the GPU composite and live carrying.
   crop exactly as for InSwapper (the same similarity fit of the keypoints to the template, the same
   frame→crop matrix, so the mask and the composite see the same crop), and the source crop is warped
   into it by a least-squares fit of the source's five crop keypoints onto the visitor's:
-  ``affine`` (six parameters: also the visitor's face's aspect and shear, e.g. a head turned a
-  little, whose eyes come closer together than the mouth is wide) or ``similarity`` (four: the
-  template alignment alone). The residual the fit leaves and the identity figures of both are
-  measured by ``benchmarks/classic_identity.py``; ``affine`` is the default (see
-  docs/classic-swap.md for the figures).
+  ``similarity`` (four parameters: rotation, uniform scale, shift; the source keeps its own
+  proportions), ``affine`` (six: the source is also stretched and sheared onto the visitor's
+  proportions, e.g. a head turned a little, whose eyes come closer together than the mouth is
+  wide) or ``auto`` (the similarity unless it leaves the keypoints more than
+  :data:`AUTO_RESIDUAL_PX` off, then the affine). Measured by ``benchmarks/classic_identity.py``
+  (docs/classic-swap.md): the affine halves the keypoint residual (2.0 vs 3.4 px in a 128 crop on
+  t1.jpg) but the independent recognizer finds less of the source in it on every face (mean 0.58
+  vs 0.67); the similarity is the default.
 
 One ``cv2.warpAffine`` of a 128 crop per face: tens of microseconds, far below the detector.
 """
@@ -54,7 +57,10 @@ SOURCE_PX = 256
 SOURCE_VERSION = 1
 _HEADER = 12  # [version, side, 10 keypoint coordinates]
 
-Fit = Literal["affine", "similarity"]
+Fit = Literal["auto", "affine", "similarity"]
+#: ``auto``: the similarity, unless it leaves the five keypoints this far (mean, in px of a 128 crop)
+#: from the visitor's: a face turned or tilted away, whose features the similarity cannot reach.
+AUTO_RESIDUAL_PX = 4.0
 
 
 def pack_source(crop_bgr: FrameBGR, kps_crop: NDArray[np.floating]) -> NDArray[np.float32]:
@@ -82,20 +88,31 @@ def unpack_source(latent: NDArray[np.floating]) -> tuple[FrameBGR, NDArray[np.fl
     return crop, kps
 
 
-def fit_keypoints(src: NDArray[np.floating], dst: NDArray[np.floating], fit: Fit) -> Affine2x3:
-    """2x3 matrix mapping the five ``src`` points onto ``dst`` in the least-squares sense:
-    a full affine (six parameters) or a similarity (rotation, uniform scale, translation)."""
+def residual_px(m: Affine2x3, src: NDArray[np.floating], dst: NDArray[np.floating]) -> float:
+    """Mean distance between ``m`` applied to ``src`` and ``dst`` (pixels)."""
     s = np.asarray(src, np.float64).reshape(-1, 2)
     d = np.asarray(dst, np.float64).reshape(-1, 2)
-    if fit == "similarity":
-        from kiosk.inference.align import estimate_similarity
+    return float(np.mean(np.hypot(*(s @ m[:, :2].T + m[:, 2] - d).T)))
 
-        return estimate_similarity(s, d)
+
+def fit_keypoints(
+    src: NDArray[np.floating], dst: NDArray[np.floating], fit: Fit, size_px: int = 128
+) -> Affine2x3:
+    """2x3 matrix mapping the five ``src`` points onto ``dst`` in the least-squares sense:
+    a full affine (six parameters), a similarity (rotation, uniform scale, translation), or
+    ``auto``: the similarity unless its residual exceeds :data:`AUTO_RESIDUAL_PX` (scaled to a
+    ``size_px`` crop), then the affine."""
+    from kiosk.inference.align import estimate_similarity
+
+    s = np.asarray(src, np.float64).reshape(-1, 2)
+    d = np.asarray(dst, np.float64).reshape(-1, 2)
+    if fit != "affine":
+        sim = estimate_similarity(s, d)
+        if fit == "similarity" or residual_px(sim, s, d) <= AUTO_RESIDUAL_PX * size_px / 128.0:
+            return sim
     a = np.hstack([s, np.ones((s.shape[0], 1))])
     sol, _, rank, _ = np.linalg.lstsq(a, d, rcond=None)
     if rank < 3:  # collinear points: an affine is not determined; the similarity still is
-        from kiosk.inference.align import estimate_similarity
-
         return estimate_similarity(s, d)
     return np.ascontiguousarray(sol.T, dtype=np.float64)
 
@@ -111,9 +128,9 @@ class ClassicSwapper:
     size_px = 128
     template = "arcface_128"
 
-    def __init__(self, fit: Fit = "affine", spec: ModelSpec = CLASSIC_SWAPPER) -> None:
-        if fit not in ("affine", "similarity"):
-            raise ValueError(f"fit must be affine or similarity, got {fit!r}")
+    def __init__(self, fit: Fit = "similarity", spec: ModelSpec = CLASSIC_SWAPPER) -> None:
+        if fit not in ("auto", "affine", "similarity"):
+            raise ValueError(f"fit must be auto, affine or similarity, got {fit!r}")
         self.fit: Fit = fit
         self.spec = spec
         #: No ONNX session: the warp runs on the CPU of the inference thread.
@@ -169,7 +186,7 @@ class ClassicSwapper:
         """The source face warped onto the last aligned visitor crop (into ``out_bgr`` when given)."""
         size = self._size
         src, src_kps = self._source_crop(latent)
-        m = fit_keypoints(src_kps, self._visitor_kps, self.fit)
+        m = fit_keypoints(src_kps, self._visitor_kps, self.fit, size)
         self.last_fit = m
         if out_bgr is None or out_bgr.shape != (size, size, 3):
             out_bgr = np.empty((size, size, 3), np.uint8)
