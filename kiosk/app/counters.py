@@ -73,6 +73,8 @@ class RenderCounters:
     face_age_p50: float | None
     face_age_p95: float | None
     with_faces: int = 0  # draws whose picture carried at least one swapped face
+    results: int = 0  # processing results taken for the screen
+    results_with_faces: int = 0  # ... of which with at least one swapped face
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ def stats_dict(c: Counters) -> dict[str, Any]:
             "processed": proc.frames,
             "rendered": ren.frames,
             "with_swapped_faces": ren.with_faces,
+            "results_shown": ren.results,
+            "results_with_swapped_faces": ren.results_with_faces,
         },
         "dropped": {
             "capture_to_processing": dropped[0],

@@ -203,6 +203,9 @@ class KioskApp:
         self.render_rate = RateMeter()
         #: Rendered frames whose picture carried at least one swapped face (what the visitor saw).
         self.frames_with_faces = 0
+        #: Processing results taken for the screen, and those with at least one swapped face.
+        self.results_shown = 0
+        self.results_with_faces = 0
         self._faces_on_screen = False
         self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
         self.face_age_ms = LatencyRecorder()  # capture of the frame the swap used → display
@@ -450,6 +453,8 @@ class KioskApp:
                 fps_now=self.render_rate.fps_at(now),
                 new_pictures=self.latency_ms.count,
                 with_faces=self.frames_with_faces,
+                results=self.results_shown,
+                results_with_faces=self.results_with_faces,
                 latency_p50=pct(self.latency_ms, 50),
                 latency_p95=pct(self.latency_ms, 95),
                 latency_sum=self.latency_ms.total,
@@ -865,6 +870,8 @@ class KioskApp:
                 self.renderer.set_frame(result.frame_bgr, None if result.faces_pasted else result.faces)
             self._last_notice = result.notice
             self._t_last_result = self._clock()
+            self.results_shown += 1
+            self.results_with_faces += bool(result.faces)
         shown = self._picture(self.renderer, result, mode)
         if shown is not None:  # a new picture: whether it carries swapped faces
             self._faces_on_screen = shown[1] is not None

@@ -669,9 +669,10 @@ class SwapPipeline:
                 )
                 self.color.correct(visitor, crop, alpha, key, t0 if t is None else t)
             c2 = time.perf_counter()
+            swap_box = None
             if paste:
                 assert out_bgr is not None
-                self._paste.paste(out_bgr, crop, affine, alpha)
+                swap_box = self._paste.paste(out_bgr, crop, affine, alpha)
             d = time.perf_counter()
             times.align_ms += (b - a) * 1e3
             times.swap_ms += (c - b) * 1e3
@@ -710,6 +711,11 @@ class SwapPipeline:
                 e1 = time.perf_counter()
                 if paste:
                     assert out_bgr is not None
+                    # The enhanced crop goes over the camera frame, as in the composite shader:
+                    # not over the swapped crop too (that would blend the feathered edge twice).
+                    if swap_box is not None:
+                        x0, y0, x1, y1 = swap_box
+                        out_bgr[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
                     self._paste.paste(out_bgr, crop, affine, alpha)
                 f = time.perf_counter()
                 times.enhance_ms += (e - d) * 1e3
