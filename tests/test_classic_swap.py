@@ -136,16 +136,23 @@ def test_classic_needs_no_model_file_but_the_bundled_detector(tmp_path: Path) ->
     assert missing_models(cfg) == []
     assert swapper_spec(cfg) is CLASSIC_SWAPPER and "MIT" in CLASSIC_SWAPPER.licence
     # a detector named explicitly is used as it is
-    named = classic_cfg("models: {swapper: classic, detector: det_500m.onnx}\n", tmp_path)
+    named = parse_config(
+        "models: {swapper: classic, detector: det_500m.onnx}", "<t>", base_dir=tmp_path, env=False
+    )
     assert model_paths(named)["detector"] == tmp_path / "models" / "det_500m.onnx"
+    # the booth default stays the neural swap with SCRFD
+    booth = parse_config("{}", "<t>", base_dir=tmp_path, env=False)
+    assert [p.name for p in missing_models(booth)] == ["det_10g.onnx", "w600k_r50.onnx", "inswapper_128.onnx"]
 
 
 def test_auto_is_neural_only_when_the_weights_are_there(tmp_path: Path) -> None:
     cfg = parse_config("models: {swapper: auto, detector: auto}", "<t>", base_dir=tmp_path, env=False)
     assert swapper_mode(cfg) == "classic" and model_paths(cfg)["detector"] == BUNDLED_YUNET
     (tmp_path / "models").mkdir()
-    for name in ("inswapper_128.onnx", "w600k_r50.onnx", "det_10g.onnx"):
+    for name in ("inswapper_128.onnx", "w600k_r50.onnx"):
         (tmp_path / "models" / name).write_bytes(b"x")
+    assert swapper_mode(cfg) == "classic"  # the detector it would run with is not there yet
+    (tmp_path / "models" / "det_10g.onnx").write_bytes(b"x")
     assert swapper_mode(cfg) == "neural"
     paths = model_paths(cfg)
     assert paths["swapper"] == tmp_path / "models" / "inswapper_128.onnx"

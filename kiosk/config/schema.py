@@ -160,10 +160,9 @@ class ProvidersConfig(_Section):
 class ModelsConfig(_Section):
     dir: str = Field("models", description="Folder holding the model files (relative to the config file).")
     detector: str = Field(
-        "det_10g.onnx",
-        description="Face detector (SCRFD/RetinaFace/YuNet) file or path; auto (and, with the classic swap, "
-        "leaving the key unset): the YuNet bundled in the package (MIT) for the classic swap, det_10g.onnx "
-        "for the neural one when it is in models.dir.",
+        "auto",
+        description="Face detector (SCRFD/RetinaFace/YuNet) file or path; auto: det_10g.onnx for the neural "
+        "swap, the YuNet bundled in the package (MIT, nothing to download) for the classic swap.",
     )
     embedder: str = Field(
         "w600k_r50.onnx", description="ArcFace embedder file or path (not used by the classic swap)."
@@ -171,8 +170,8 @@ class ModelsConfig(_Section):
     swapper: str = Field(
         "inswapper_128.onnx",
         description="InSwapper file or path (non-commercial weights); classic: the library photo's own face "
-        "aligned by the five keypoints, no weights (MIT); auto: InSwapper when it and the embedder are in "
-        "models.dir, else classic.",
+        "aligned by the five keypoints, no weights (MIT); auto: InSwapper when it, the embedder (and, with "
+        "detector auto, det_10g.onnx) are in models.dir, else classic.",
     )
     enhancer: str | None = Field(
         "GFPGANv1.4.onnx",

@@ -95,14 +95,17 @@ def _role_file(cfg: KioskConfig, value: str) -> Path:
 
 def swapper_mode(cfg: KioskConfig) -> str:
     """``"classic"`` or ``"neural"``: ``models.swapper: classic``; ``auto`` is neural when the
-    InSwapper file (and the embedder) are in ``models.dir``, else classic; any file name: neural."""
+    InSwapper file, the embedder and (with ``detector: auto``) ``det_10g.onnx`` are in
+    ``models.dir``, else classic; any file name: neural."""
     value = cfg.models.swapper
     if value == CLASSIC:
         return "classic"
     if value == AUTO:
         embedder = cfg.models.embedder if cfg.models.embedder != AUTO else NEURAL_DEFAULTS["embedder"]
-        found = all(_role_file(cfg, v).is_file() for v in (NEURAL_DEFAULTS["swapper"], embedder))
-        return "neural" if found else "classic"
+        need = [NEURAL_DEFAULTS["swapper"], embedder]
+        if cfg.models.detector == AUTO:
+            need.append(NEURAL_DEFAULTS["detector"])
+        return "neural" if all(_role_file(cfg, v).is_file() for v in need) else "classic"
     return "neural"
 
 
@@ -116,17 +119,12 @@ def swapper_spec(cfg: KioskConfig) -> ModelSpec:
 
 
 def _detector_value(cfg: KioskConfig, classic: bool) -> str:
-    """``models.detector`` with ``auto`` resolved: the bundled YuNet for the classic swap (also
-    when the key is left unset), ``det_10g.onnx`` for the neural one when it is in ``models.dir``
-    (else the bundled YuNet too)."""
+    """``models.detector`` with ``auto`` resolved: the bundled YuNet for the classic swap,
+    ``det_10g.onnx`` for the neural one."""
     value = cfg.models.detector
-    unset = "detector" not in cfg.models.model_fields_set
-    if classic and (value == AUTO or unset):
-        return BUNDLED_DETECTOR
-    if value == AUTO:
-        neural = NEURAL_DEFAULTS["detector"]
-        return neural if _role_file(cfg, neural).is_file() else BUNDLED_DETECTOR
-    return value
+    if value != AUTO:
+        return value
+    return BUNDLED_DETECTOR if classic else NEURAL_DEFAULTS["detector"]
 
 
 def model_paths(cfg: KioskConfig) -> dict[Role, Path | None]:
