@@ -62,14 +62,16 @@ def _room(width: int, height: int) -> FrameBGR:
     bgr = np.stack([96 + 40 * (1 - u) + 20 * v, 84 + 30 * v, 70 + 70 * u + 30 * v], axis=2)
     floor = v > 0.78
     bgr[floor] = bgr[floor] * 0.55 + np.array([40, 50, 62], np.float32) * 0.45
-    lights = np.zeros_like(bgr)
+    # The lights are drawn and blurred at 1/8 size (they are soft anyway), then scaled up.
+    sw, sh = max(width // 8, 8), max(height // 8, 8)
+    lights = np.zeros((sh, sw, 3), np.float32)
     rng = np.random.default_rng(7)
     for _ in range(9):
-        cx, cy = rng.uniform(0, width), rng.uniform(0, height * 0.5)
-        r = rng.uniform(0.03, 0.07) * width
+        cx, cy = rng.uniform(0, sw), rng.uniform(0, sh * 0.5)
+        r = rng.uniform(0.03, 0.07) * sw
         colour = rng.uniform(90, 190, 3)
-        cv2.circle(lights, (int(cx), int(cy)), int(r), colour.tolist(), -1, cv2.LINE_AA)
-    lights = cv2.GaussianBlur(lights, (0, 0), width / 50)
+        cv2.circle(lights, (int(cx), int(cy)), max(int(r), 1), colour.tolist(), -1, cv2.LINE_AA)
+    lights = cv2.resize(cv2.GaussianBlur(lights, (0, 0), sw / 50), (width, height), interpolation=cv2.INTER_LINEAR)
     return np.clip(bgr + lights * 0.5, 0, 255).astype(np.uint8)
 
 
