@@ -40,7 +40,9 @@ def main() -> int:
     frame = np.ascontiguousarray(cv2.copyMakeBorder(portrait, 0, 0, 420, 420, cv2.BORDER_REPLICATE))
     out = np.empty_like(frame)
     for paste in (False, True):
-        rows: dict[str, list[float]] = {k: [] for k in ("detect", "align", "swap", "mask", "colour", "paste", "total")}
+        rows: dict[str, list[float]] = {
+            k: [] for k in ("detect", "align", "swap", "mask", "colour", "paste", "total")
+        }
         for i in range(args.frames + 3):
             pipe.process_into(frame, out if paste else None, paste=paste)
             t = pipe.times

@@ -32,6 +32,6 @@ if .venv/bin/python -m pip show -q onnxruntime >/dev/null 2>&1; then
   exit 1
 fi
 # Compile the kiosk's pixel kernels into its cache now, so the first `kiosk run` starts in seconds.
-.venv/bin/python -c 'from kiosk.inference import color, kernels, mask; kernels.warm_up(); mask.warm_up(); color.warm_up()' \
+.venv/bin/python -m kiosk.tools.precompile \
   || echo "setup: kernel compile failed; the kiosk compiles them at its first start" >&2
 echo "setup: ready (.venv)"

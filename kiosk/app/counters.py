@@ -74,6 +74,7 @@ class RenderCounters:
     face_age_p95: float | None
     with_faces: int = 0  # draws whose picture carried at least one swapped face
     results: int = 0  # processing results taken for the screen
+    results_swapping: int = 0  # ... of which from the swap stage (not a pass-through while loading)
     results_with_faces: int = 0  # ... of which with at least one swapped face
 
 
@@ -134,6 +135,7 @@ def stats_dict(c: Counters) -> dict[str, Any]:
             "rendered": ren.frames,
             "with_swapped_faces": ren.with_faces,
             "results_shown": ren.results,
+            "results_from_swap_stage": ren.results_swapping,
             "results_with_swapped_faces": ren.results_with_faces,
         },
         "dropped": {

@@ -205,6 +205,7 @@ class KioskApp:
         self.frames_with_faces = 0
         #: Processing results taken for the screen, and those with at least one swapped face.
         self.results_shown = 0
+        self.results_swapping = 0
         self.results_with_faces = 0
         self._faces_on_screen = False
         self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
@@ -454,6 +455,7 @@ class KioskApp:
                 new_pictures=self.latency_ms.count,
                 with_faces=self.frames_with_faces,
                 results=self.results_shown,
+                results_swapping=self.results_swapping,
                 results_with_faces=self.results_with_faces,
                 latency_p50=pct(self.latency_ms, 50),
                 latency_p95=pct(self.latency_ms, 95),
@@ -871,6 +873,7 @@ class KioskApp:
             self._last_notice = result.notice
             self._t_last_result = self._clock()
             self.results_shown += 1
+            self.results_swapping += result.faces_detected >= 0  # from the swap stage (not a pass-through)
             self.results_with_faces += bool(result.faces)
         shown = self._picture(self.renderer, result, mode)
         if shown is not None:  # a new picture: whether it carries swapped faces
