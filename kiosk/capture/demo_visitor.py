@@ -71,10 +71,10 @@ def _room(width: int, height: int) -> FrameBGR:
         r = rng.uniform(0.03, 0.07) * sw
         colour = rng.uniform(90, 190, 3)
         cv2.circle(lights, (int(cx), int(cy)), max(int(r), 1), colour.tolist(), -1, cv2.LINE_AA)
-    lights = cv2.resize(
+    soft = cv2.resize(
         cv2.GaussianBlur(lights, (0, 0), sw / 50), (width, height), interpolation=cv2.INTER_LINEAR
     )
-    return np.clip(bgr + lights * 0.5, 0, 255).astype(np.uint8)
+    return np.clip(bgr + np.asarray(soft, np.float32) * 0.5, 0, 255).astype(np.uint8)
 
 
 class DemoVisitorSource:
