@@ -324,3 +324,50 @@ def test_the_headless_demo_shows_the_bundled_face_swapped_onto_the_visitor(
     to_source = float((screen * aligned(read_image(DEMO / "source_face_fred_marshall_1961.jpg"))).mean())
     to_visitor = float((screen * aligned(read_image(DEMO / "visitor_eileen_collins_nasa.jpg"))).mean())
     assert to_source > to_visitor + 0.1, (to_source, to_visitor)
+
+
+# -- the command line ---------------------------------------------------------------------------------
+def test_models_list_and_doctor_name_the_running_swappers_licence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kiosk.appliance.doctor.core import DoctorContext
+    from kiosk.appliance.doctor.models import check_licence
+    from kiosk.cli import main
+
+    cfg_path = tmp_path / "c.yaml"
+    cfg_path.write_text("models: {swapper: classic, enhancer: null}\n")
+    assert main(["models", "list", "--config", str(cfg_path)]) == 0
+    out = capsys.readouterr().out
+    assert "classic (built in)" in out and "face_detection_yunet_2023mar.onnx" in out
+    assert "bundled in the kiosk package" in out
+    assert (
+        out.strip().splitlines()[-1].startswith("swapper in use: classic swap")
+        and "MIT" in out.splitlines()[-1]
+    )
+    classic = check_licence(DoctorContext(cfg_path, load_config(cfg_path), True))
+    assert classic.ok and "classic swap" in classic.detail and "MIT" in classic.detail
+    neural = check_licence(DoctorContext(cfg_path, parse_config("{}", "<t>", env=False), True))
+    assert "non-commercial" in neural.detail and "models.swapper: classic" in neural.detail
+
+
+def test_demo_camera_is_opt_in(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import kiosk.app.kiosk_app as kiosk_app
+    from kiosk.cli import main
+
+    seen = []
+
+    class Fake:
+        clean_exit_possible = True
+
+        def __init__(self, cfg, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+            seen.append(cfg.source)
+
+        def run(self) -> int:
+            return 0
+
+    monkeypatch.setattr(kiosk_app, "KioskApp", Fake)
+    assert main(["run", "--demo", "--headless", "--frames", "1"]) == 0
+    assert main(["run", "--demo", "--camera", "--headless", "--frames", "1"]) == 0
+    assert [s.kind for s in seen] == ["demo", "camera"] and seen[1].mirror
+    assert main(["run", "--camera", "--headless", "--frames", "1"]) == 2
+    assert "--camera goes with --demo" in capsys.readouterr().err
