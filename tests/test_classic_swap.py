@@ -177,6 +177,27 @@ def test_the_demo_with_no_models_builds_a_classic_booth_stage_not_a_missing_mode
     assert proc.notice == ""  # no amber "models missing", no GPU-fallback warning
 
 
+def test_the_demo_runs_the_neural_swap_once_its_models_are_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import make_library
+    from kiosk.processing.booth_stage import build_booth_processor
+    from kiosk.tools.standins import make_detector, make_embedder, make_swapper
+
+    models = tmp_path / "models"
+    models.mkdir()
+    make_detector(models / "det_10g.onnx")  # contract-identical stand-ins of the fetched files
+    make_embedder(models / "w600k_r50.onnx")
+    make_swapper(models / "inswapper_128.onnx")
+    monkeypatch.setenv("KIOSK_MODELS_DIR", str(models))
+    cfg = load_config(bundled_config("demo"))
+    cfg = cfg.model_copy(update={"faces": cfg.faces.model_copy(update={"cache_dir": str(tmp_path / "c")})})
+    assert swapper_mode(cfg) == "neural" and model_paths(cfg)["detector"] == models / "det_10g.onnx"
+    proc = build_booth_processor(cfg, make_library(cfg), ControlState())
+    assert proc.name.startswith("swap (") and proc.name.endswith("· non-commercial only"), proc.name
+
+
 # -- the pipeline on real photos ---------------------------------------------------------------------
 def test_kiosk_swap_with_the_classic_swap_writes_the_source_face(tmp_path: Path) -> None:
     from kiosk.cli import main
