@@ -682,6 +682,8 @@ def run_bench(
             "roi_det_size": pipe._roi_detector.det_size if pipe._roi_detector is not None else None,
             "max_faces": pipe.max_faces,
             "detector": Path(pipe.detector.path).name,
+            "swapper": pipe.swapper.spec.id,
+            "swapper_licence": pipe.swapper.spec.licence,
             "iobinding": prov.iobinding,
             "cuda_graph": prov.cuda_graph,
             "display_max_fps": cfg.display.max_fps,
@@ -737,6 +739,7 @@ def format_report(r: BenchResult) -> str:
         ),
         f"models: detector {s['detector']} at {s['det_size']}"
         + (f" (regions at {s['roi_det_size']})" if s["roi_det_size"] else "")
+        + (f", swapper {s['swapper']} ({s['swapper_licence']})" if "swapper" in s else "")
         + f", iobinding {s['iobinding']}, faces {r.overhead['faces_mean']:g} per frame",
         f"colour correction {s['color_correction']} (strength {s['color_strength']:g}); mask "
         + ", ".join(f"{k} {v}" for k, v in s["mask"].items()),
