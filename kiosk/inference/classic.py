@@ -227,12 +227,10 @@ class ClassicSwapper:
     def warm_up(self) -> float:
         """One swap on zeros (allocates the buffers); the milliseconds it took."""
         t0 = time.perf_counter()
-        kps = align_kps = np.array(
-            [[48.0, 52.0], [80.0, 52.0], [64.0, 72.0], [50.0, 92.0], [78.0, 92.0]], np.float32
-        )
+        kps = np.array([[48.0, 52.0], [80.0, 52.0], [64.0, 72.0], [50.0, 92.0], [78.0, 92.0]], np.float32)
         zeros = np.zeros((160, 160, 3), np.uint8)
         latent = self.source_latent(zeros, kps)
-        self.align(zeros, align_kps)
+        self.align(zeros, kps)
         self.infer(latent)
         self._source_of, self._source = None, None
         return (time.perf_counter() - t0) * 1e3
