@@ -386,7 +386,16 @@ def test_demo_camera_is_opt_in(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
         def run(self) -> int:
             return 0
 
+    import kiosk.cli.commands as commands
+
     monkeypatch.setattr(kiosk_app, "KioskApp", Fake)
+    # the process-wide logging and fault handler set-up of a real run stay out of the test process
+    monkeypatch.setattr(commands, "setup_logging", lambda cfg: None)
+    monkeypatch.setattr(commands, "_enable_faulthandler", lambda: None)
+    import kiosk.signals
+
+    state = kiosk.signals.SignalState()  # not installed: the test process keeps its own handlers
+    monkeypatch.setattr(kiosk.signals, "install_early", lambda: state)
     assert main(["run", "--demo", "--headless", "--frames", "1"]) == 0
     assert main(["run", "--demo", "--camera", "--headless", "--frames", "1"]) == 0
     assert [s.kind for s in seen] == ["demo", "camera"] and seen[1].mirror
