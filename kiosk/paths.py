@@ -27,6 +27,8 @@ MODELS_DIR_ENV = "KIOSK_MODELS_DIR"
 KEEPSAKE_DIR_ENV = "KIOSK_KEEPSAKE_DIR"
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
+#: A config path starting with this names a file inside the kiosk package (``package:data/...``).
+PACKAGE_PREFIX = "package:"
 
 
 def package_file(*parts: str) -> Path:

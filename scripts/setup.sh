@@ -31,4 +31,7 @@ if .venv/bin/python -m pip show -q onnxruntime >/dev/null 2>&1; then
   echo "setup: the CPU 'onnxruntime' package is installed beside 'onnxruntime-gpu'; run: .venv/bin/pip uninstall -y onnxruntime && .venv/bin/pip install --force-reinstall onnxruntime-gpu" >&2
   exit 1
 fi
+# Compile the kiosk's pixel kernels into its cache now, so the first `kiosk run` starts in seconds.
+.venv/bin/python -m kiosk.tools.precompile \
+  || echo "setup: kernel compile failed; the kiosk compiles them at its first start" >&2
 echo "setup: ready (.venv)"

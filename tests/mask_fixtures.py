@@ -17,9 +17,13 @@ from kiosk.inference.mask import MaskBuilder, nose_mouth_px
 from kiosk.processing.pipeline import SwapPipeline, read_image
 from kiosk.types import Face
 
-__all__ = ["ASTRONAUT", "astronaut", "face_regions", "mask_cfg", "mask_pipe"]
+__all__ = ["ASTRONAUT", "CLASSIC_SOURCE", "astronaut", "face_regions", "mask_cfg", "mask_pipe"]
 
 ASTRONAUT = Path(__file__).resolve().parents[1] / "docs" / "img" / "astronaut_eileen_collins_nasa.png"
+#: The face the classic swap puts onto the astronaut (public domain, shipped for the demo).
+CLASSIC_SOURCE = (
+    Path(__file__).resolve().parents[1] / "kiosk" / "data" / "demo" / "source_face_fred_marshall_1961.jpg"
+)
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +32,13 @@ def astronaut() -> np.ndarray:
 
 
 def mask_cfg(
-    standin_dir: Path, det: Path, processing: dict[str, Any] | None = None, **mask: Any
+    standin_dir: Path,
+    det: Path,
+    processing: dict[str, Any] | None = None,
+    swapper: str = "inswapper_128.onnx",
+    **mask: Any,
 ) -> KioskConfig:
-    cfg = make_cfg(standin_dir, detector=str(det), enhancer="GFPGANv1.4.onnx")
+    cfg = make_cfg(standin_dir, detector=str(det), enhancer="GFPGANv1.4.onnx", swapper=swapper)
     proc = cfg.processing.model_copy(update={"max_faces": 1, **(processing or {})})
     return KioskConfig.model_validate(
         {
@@ -43,12 +51,18 @@ def mask_cfg(
 
 
 def mask_pipe(
-    standin_dir: Path, det: Path, source: np.ndarray, processing: dict[str, Any] | None = None, **mask: Any
+    standin_dir: Path,
+    det: Path,
+    source: np.ndarray,
+    processing: dict[str, Any] | None = None,
+    swapper: str = "inswapper_128.onnx",
+    **mask: Any,
 ) -> SwapPipeline:
+    """``swapper="classic"``: the classic swap (``source`` is then the photo whose face goes in)."""
     # mask.occlusion in from_config loads the real parser file (tests/test_face_parser.py covers
     # that); these tests switch the option on afterwards and give the pipeline a fake parser.
     occlusion = bool(mask.pop("occlusion", False))
-    pipe = SwapPipeline.from_config(mask_cfg(standin_dir, det, processing, **mask))
+    pipe = SwapPipeline.from_config(mask_cfg(standin_dir, det, processing, swapper, **mask))
     if occlusion:
         pipe.masks = MaskBuilder(replace(pipe.masks.options, occlusion=True))
     pipe.set_source(source)

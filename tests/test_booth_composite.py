@@ -18,7 +18,7 @@ from kiosk.tools.standins import make_embedder, make_swapper
 pytestmark = [pytest.mark.gl, pytest.mark.slow]
 
 
-def _booth(tmp_path: Path, composite: str) -> Path:
+def _booth(tmp_path: Path, composite: str, swapper: str = "inswapper_128.onnx") -> Path:
     det = shared_model("det_500m.onnx")
     scene = cv2.imread(str(insightface_image("t1.jpg")))
     models = tmp_path / "models"
@@ -35,7 +35,8 @@ def _booth(tmp_path: Path, composite: str) -> Path:
 source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
 display: {{width: 1280, height: 886, composite: {composite}, max_fps: 30}}
 processing: {{det_size: 640, tracking: false}}
-models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
+models: {{dir: models, detector: {det}, swapper: {swapper}, enhancer: null,
+  providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
 ui: {{attract_after_s: 0, carousel: false, banner: ""}}
 overlay: {{status_line: false, debug: false}}
@@ -45,16 +46,19 @@ controls: {{gamepad_enabled: false}}
     return cfg
 
 
-def test_gpu_composite_matches_cpu_paste_back_in_the_running_kiosk(tmp_path):
+@pytest.mark.parametrize("swapper", ["inswapper_128.onnx", "classic"])
+def test_gpu_composite_matches_cpu_paste_back_in_the_running_kiosk(tmp_path, swapper):
     shots = {}
     for mode in ("cpu", "gpu"):
-        cfg = load_config(_booth(tmp_path, mode))
+        cfg = load_config(_booth(tmp_path, mode, swapper))
         shot, stats = tmp_path / f"{mode}.png", tmp_path / f"{mode}.json"
         app = KioskApp(cfg, RunOptions(headless=True, seconds=6, screenshot=shot, stats_json=stats))
         assert app.run() == 0
         data = json.loads(stats.read_text())
         assert data["faces"]["names"] == ["ann"]
-        assert data["processing"]["stage"].startswith("swap ("), data["processing"]
+        assert data["processing"]["stage"].startswith(
+            "classic swap (" if swapper == "classic" else "swap ("
+        ), data["processing"]
         assert data["frames"]["processed"] > 3
         shots[mode] = cv2.imread(str(shot)).astype(np.int16)
     scene = cv2.imread(str(tmp_path / "scene.png")).astype(np.int16)

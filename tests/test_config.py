@@ -20,10 +20,11 @@ def test_shipped_configs_are_valid(name):
     assert isinstance(cfg, KioskConfig)
 
 
-def test_demo_is_synthetic_windowed_and_default_is_booth():
+def test_demo_is_the_bundled_visitor_windowed_and_default_is_booth():
     demo = load_config(ROOT / "configs/demo.yaml")
     booth = load_config(ROOT / "configs/default.yaml")
-    assert demo.source.kind == "synthetic" and not demo.display.fullscreen
+    assert demo.source.kind == "demo" and not demo.display.fullscreen  # no camera unless --camera
+    assert demo.models.swapper == "auto" and booth.models.swapper == "inswapper_128.onnx"
     assert booth.source.kind == "camera" and booth.source.camera.device == 0 and booth.display.fullscreen
 
 

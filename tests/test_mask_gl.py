@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 from inference_fixtures import *  # noqa: F403
 from mask_fixtures import *  # noqa: F403
-from mask_fixtures import ASTRONAUT, face_regions, mask_pipe
+from mask_fixtures import ASTRONAUT, CLASSIC_SOURCE, face_regions, mask_pipe
 from test_composite_gl import gpu_composite
 from test_mask import LowerHalfParser
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import load_config
+from kiosk.processing.pipeline import read_image
 from kiosk.tools.standins import make_embedder, make_swapper
 
 pytestmark = pytest.mark.gl
@@ -42,6 +43,7 @@ OPTIONS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 ]
 
 
+@pytest.mark.parametrize("swapper", ["inswapper_128.onnx", "classic"])
 @pytest.mark.parametrize(("name", "processing", "mask"), OPTIONS, ids=[o[0] for o in OPTIONS])
 def test_shader_and_cpu_paste_back_agree_for_every_option(
     ctx: moderngl.Context,
@@ -51,8 +53,12 @@ def test_shader_and_cpu_paste_back_agree_for_every_option(
     name: str,
     processing: dict[str, Any],
     mask: dict[str, Any],
+    swapper: str,
 ) -> None:
-    pipe = mask_pipe(standin_dir, det_500m, astronaut, processing, **mask)
+    # The classic source is a halftone scan: softened, so that the 512 enhancer crop minified onto
+    # the face does not alias differently in the shader's and cv2's bilinear sampling.
+    source = cv2.GaussianBlur(read_image(CLASSIC_SOURCE), (0, 0), 2.0) if swapper == "classic" else astronaut
+    pipe = mask_pipe(standin_dir, det_500m, source, processing, swapper, **mask)
     pipe.face_parser = LowerHalfParser()
     cpu = np.empty_like(astronaut)
     pipe.process_into(astronaut, cpu)
@@ -70,7 +76,7 @@ def test_shader_and_cpu_paste_back_agree_for_every_option(
 
 
 # -- on the kiosk's screen --------------------------------------------------------------------------------
-def _booth(tmp_path: Path, processing: str, mask: str) -> Path:
+def _booth(tmp_path: Path, processing: str, mask: str, swapper: str = "inswapper_128.onnx") -> Path:
     det = shared_model("det_500m.onnx")  # noqa: F405
     models = tmp_path / "models"
     if not models.exists():
@@ -78,7 +84,9 @@ def _booth(tmp_path: Path, processing: str, mask: str) -> Path:
         make_embedder(models / "w600k_r50.onnx")
         make_swapper(models / "inswapper_128.onnx")
         (tmp_path / "faces").mkdir()
-        cv2.imwrite(str(tmp_path / "faces" / "eileen.png"), cv2.imread(str(ASTRONAUT)))
+        # the stand-in swapper tints the visitor's own face; the classic swap puts another face on
+        face = CLASSIC_SOURCE if swapper == "classic" else ASTRONAUT
+        cv2.imwrite(str(tmp_path / "faces" / "eileen.png"), cv2.imread(str(face)))
     cfg = tmp_path / "kiosk.yaml"
     cfg.write_text(
         f"""
@@ -86,7 +94,8 @@ source: {{kind: image, path: {ASTRONAUT}, image_fps: 30, mirror: false}}
 display: {{width: 512, height: 512, composite: gpu, max_fps: 30}}
 processing: {{det_size: 640, tracking: true, max_faces: 1, {processing}}}
 mask: {{{mask}}}
-models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
+models: {{dir: models, detector: {det}, swapper: {swapper}, enhancer: null,
+  providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
 snapshots: {{enabled: true, dir: snaps}}
 ui: {{attract_after_s: 0, carousel: false, banner: ""}}
@@ -114,18 +123,19 @@ def _run_kiosk(cfg_path: Path, shot: Path, snapshot_after_s: float = 0.0) -> np.
     if timer is not None:
         timer.cancel()
     data = json.loads(stats.read_text())
-    assert data["processing"]["stage"].startswith("swap ("), data["processing"]
+    assert data["processing"]["stage"].startswith(("swap (", "classic swap (")), data["processing"]
     assert data["frames"]["processed"] > 3, (data["frames"], time.monotonic() - t0)
     return cv2.imread(str(shot))
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("swapper", ["inswapper_128.onnx", "classic"])
 def test_the_screen_and_snapshots_show_the_visitors_colour_and_mouth(
-    tmp_path: Path, det_500m: Path, astronaut: np.ndarray
+    tmp_path: Path, det_500m: Path, astronaut: np.ndarray, swapper: str
 ) -> None:
     from kiosk.processing.pipeline import open_detector
 
-    face = open_detector(load_config(_booth(tmp_path, "", ""))).detect(astronaut)[0]
+    face = open_detector(load_config(_booth(tmp_path, "", "", swapper))).detect(astronaut)[0]
     regions = face_regions(face)
     visitor = astronaut.astype(np.int16)
 
@@ -135,17 +145,24 @@ def test_the_screen_and_snapshots_show_the_visitors_colour_and_mouth(
 
     # colour correction on: the face on the screen and in the snapshot has the visitor's colour
     corrected = _run_kiosk(
-        _booth(tmp_path, "color_correction: mean_std", "shape: face"), tmp_path / "mean_std.png", 5.0
+        _booth(tmp_path, "color_correction: mean_std", "shape: face", swapper), tmp_path / "mean_std.png", 5.0
     ).astype(np.int16)
-    assert np.abs(mean_diff(corrected, "central")).max() <= 3.0, mean_diff(corrected, "central")
+    # The correction matches the statistics over the whole face mask: the stand-in's tinted copy of
+    # the visitor then matches in any part of it; another person's face (classic) has its light
+    # spread its own way, so its central part is matched less closely.
+    tol = 8.0 if swapper == "classic" else 3.0
+    assert np.abs(mean_diff(corrected, "central")).max() <= tol, mean_diff(corrected, "central")
     snaps = sorted((tmp_path / "snaps").glob("snapshot-*.jpg"))
     assert snaps, "the snapshot was written"
     snap = cv2.imread(str(snaps[-1])).astype(np.int16)
     assert snap.shape == astronaut.shape
-    assert np.abs(mean_diff(snap, "central")).max() <= 4.0, mean_diff(snap, "central")  # JPEG
+    assert np.abs(mean_diff(snap, "central")).max() <= tol + 1.0, mean_diff(snap, "central")  # JPEG
+    # the snapshot shows what the screen showed (the same still frame, swapped the same way)
+    face_box = regions["central"]
+    assert np.abs(snap[face_box] - corrected[face_box]).mean() <= 3.0
     # off, mouth kept: the tint shows everywhere but on the visitor's own mouth
     mouth = _run_kiosk(
-        _booth(tmp_path, "color_correction: none", "shape: face, mouth: 1.0"), tmp_path / "mouth.png"
+        _booth(tmp_path, "color_correction: none", "shape: face, mouth: 1.0", swapper), tmp_path / "mouth.png"
     ).astype(np.int16)
     assert np.abs(mean_diff(mouth, "central")).max() > 20, "without correction the tint shows"
     m = np.abs(mouth - visitor)[regions["mouth"]]

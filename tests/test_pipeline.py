@@ -179,9 +179,11 @@ def test_real_photos(standin_dir: Path, det_500m: Path, t1_bgr: np.ndarray) -> N
     assert pipe.times.faces == 6 and out.shape == t1_bgr.shape
 
 
-def test_demo_without_models_says_which_command_fetches_them(tmp_path: Path) -> None:
-    """The bundled demo (no faces folder) on a fresh install: the notice is about the missing models
-    and `kiosk models fetch`, not about faces, and the build is retried when the files appear."""
+def test_neural_demo_without_models_says_which_command_fetches_them(tmp_path: Path) -> None:
+    """The bundled demo asked for the neural swap (no faces folder) on a fresh install: the notice is
+    about the missing models and `kiosk models fetch`, not about faces, and the build is retried when
+    the files appear. (With ``swapper: auto``, as bundled, it runs the classic swap instead:
+    tests/test_classic_swap.py.)"""
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
     from kiosk.config import load_config
@@ -190,7 +192,8 @@ def test_demo_without_models_says_which_command_fetches_them(tmp_path: Path) -> 
     from kiosk.processing.stage import StageUnavailable
 
     cfg = load_config(bundled_config("demo"), env=False)
-    cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update={"dir": str(tmp_path)})})
+    neural = {"dir": str(tmp_path), "swapper": "inswapper_128.onnx", "detector": "det_10g.onnx"}
+    cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update=neural)})
     with pytest.raises(StageUnavailable) as err:
         build_booth_processor(cfg, make_library(cfg), ControlState())
     assert str(err.value.notice).startswith("models missing:") and "kiosk models fetch" in str(

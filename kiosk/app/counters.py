@@ -72,6 +72,10 @@ class RenderCounters:
     latency_sum: float
     face_age_p50: float | None
     face_age_p95: float | None
+    with_faces: int = 0  # draws whose picture carried at least one swapped face
+    results: int = 0  # processing results taken for the screen
+    results_swapping: int = 0  # ... of which from the swap stage (not a pass-through while loading)
+    results_with_faces: int = 0  # ... of which with at least one swapped face
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,15 @@ def stats_dict(c: Counters) -> dict[str, Any]:
     return {
         "duration_s": round(c.duration_s, 3),
         "started_unix": round(c.started_unix, 3),
-        "frames": {"captured": cap.frames, "processed": proc.frames, "rendered": ren.frames},
+        "frames": {
+            "captured": cap.frames,
+            "processed": proc.frames,
+            "rendered": ren.frames,
+            "with_swapped_faces": ren.with_faces,
+            "results_shown": ren.results,
+            "results_from_swap_stage": ren.results_swapping,
+            "results_with_swapped_faces": ren.results_with_faces,
+        },
         "dropped": {
             "capture_to_processing": dropped[0],
             "processing_to_display": dropped[1],

@@ -209,6 +209,13 @@ class KioskApp:
         self.capture = self._new_capture()
         self.inference = self._new_inference()
         self.render_rate = RateMeter()
+        #: Rendered frames whose picture carried at least one swapped face (what the visitor saw).
+        self.frames_with_faces = 0
+        #: Processing results taken for the screen, and those with at least one swapped face.
+        self.results_shown = 0
+        self.results_swapping = 0
+        self.results_with_faces = 0
+        self._faces_on_screen = False
         self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
         self.face_age_ms = LatencyRecorder()  # capture of the frame the swap used → display
         #: display.mode auto: which picture is shown; the share of the screen showing the swap.
@@ -454,6 +461,10 @@ class KioskApp:
                 mean_fps=self.render_rate.mean_fps,
                 fps_now=self.render_rate.fps_at(now),
                 new_pictures=self.latency_ms.count,
+                with_faces=self.frames_with_faces,
+                results=self.results_shown,
+                results_swapping=self.results_swapping,
+                results_with_faces=self.results_with_faces,
                 latency_p50=pct(self.latency_ms, 50),
                 latency_p95=pct(self.latency_ms, 95),
                 latency_sum=self.latency_ms.total,
@@ -938,7 +949,12 @@ class KioskApp:
                 self._shown_picture = (result.frame_bgr, faces)
             self._last_notice = result.notice
             self._t_last_result = self._clock()
+            self.results_shown += 1
+            self.results_swapping += result.faces_detected >= 0  # from the swap stage (not a pass-through)
+            self.results_with_faces += bool(result.faces)
         shown = None if frozen else self._picture(self.renderer, result, mode)
+        if shown is not None:  # a new picture: whether it carries swapped faces
+            self._faces_on_screen = shown[1] is not None
         # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
         mono = time.monotonic()
         view = self.session.step(self.surface.poll_events(), result, mono, self._staff_problem())
@@ -959,6 +975,8 @@ class KioskApp:
         self.render_rate.tick(t_shown)
         swapped, fresh, real = self._on_screen
         self.screen_share.add(mode, swapped, fresh, real)
+        if self._faces_on_screen:
+            self.frames_with_faces += 1
         if shown is not None:
             self.latency_ms.add((t_shown - shown[0]) * 1000.0)
             if shown[1] is not None:

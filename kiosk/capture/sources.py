@@ -355,6 +355,11 @@ def make_source(cfg: SourceConfig, base_dir: Path) -> Source:
     if cfg.kind == "synthetic":
         s = cfg.synthetic
         return SyntheticSource(s.width, s.height, s.fps)
+    if cfg.kind == "demo":  # the bundled visitor, animated (sized like the synthetic pattern)
+        from kiosk.capture.demo_visitor import DemoVisitorSource
+
+        s = cfg.synthetic
+        return DemoVisitorSource(s.width, s.height, s.fps)
     if not cfg.path:
         raise SourceError(f"source.kind is {cfg.kind} but source.path is not set (add source.path: FILE)")
     path = Path(cfg.path).expanduser()

@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel
 
 from kiosk.config import KioskConfig, field_facts, load_config, parse_config
-from kiosk.paths import bundled_config
+from kiosk.paths import PACKAGE_PREFIX, bundled_config
 from kiosk.util.atomic import atomic_write
 
 #: Presets of ``kiosk config init``: the configs shipped in the package.
@@ -64,7 +64,12 @@ def _preset_paths(cfg: KioskConfig, values: dict[str, Any]) -> dict[str, Any]:
             key = f"{prefix}{name}"
             if isinstance(value, BaseModel):
                 walk(value, data[name], f"{key}.")
-            elif key in PATH_KEYS and isinstance(value, str) and not Path(value).expanduser().is_absolute():
+            elif (
+                key in PATH_KEYS
+                and isinstance(value, str)
+                and not value.startswith(PACKAGE_PREFIX)  # a file in the package: valid anywhere
+                and not Path(value).expanduser().is_absolute()
+            ):
                 data[name] = _home_relative(cfg.resolve(value))
 
     walk(cfg, values, "")

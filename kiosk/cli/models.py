@@ -110,9 +110,23 @@ def _roles(cfg: KioskConfig) -> list[tuple[str, Path]]:
     return [(role, p) for role, p in model_paths(cfg).items() if p is not None]
 
 
+def _bundled_note(path: Path) -> str:
+    """``source:`` line of a model shipped inside the package (the bundled YuNet)."""
+    from kiosk.paths import package_file
+
+    try:
+        path.resolve().relative_to(package_file().resolve())
+    except ValueError:
+        return ""
+    return f"bundled in the kiosk package ({path.parent / 'PROVENANCE.md'})"
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
+    from kiosk.processing.pipeline import swapper_mode, swapper_spec
+
     cfg = _config(args.config)
     action = args.action
+    classic = swapper_mode(cfg) == "classic"
     if action == "list":
         rows = []
         sources: list[str] = []
@@ -125,7 +139,11 @@ def _cmd_models(args: argparse.Namespace) -> int:
                 None: "-" if not st.present else "unknown",
             }[st.verified]
             rows.append((role, path.name, "yes" if st.present else "no", verified, size, st.spec.licence))
-            sources.append(st.spec.source)
+            sources.append(st.spec.source or _bundled_note(path))
+            if role == "detector" and classic:  # the classic swap has no file and no embedder
+                spec = swapper_spec(cfg)
+                rows.append(("swapper", "classic (built in)", "yes", "-", "-", spec.licence))
+                sources.append("no file: the library photo's own face (docs/classic-swap.md)")
         header = ("role", "file", "present", "verified", "size", "licence")
         widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(5)]
         print(f"models folder: {cfg.resolve(cfg.models.dir)}")
@@ -133,6 +151,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
             print("  ".join(str(v).ljust(w) for v, w in zip(r[:5], widths, strict=True)) + "  " + r[5])
             if source:  # a file taken from a repository rather than a release: say which one
                 print(" " * (widths[0] + 2) + f"source: {source}")
+        spec = swapper_spec(cfg)
+        print(f"swapper in use: {spec.title} — licence: {spec.licence}")
         return 0
     if action == "verify":
         bad = []

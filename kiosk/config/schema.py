@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from kiosk.bindings import ACTIONS, DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
+from kiosk.paths import PACKAGE_PREFIX, package_file
 
 Rotation = Literal[0, 90, 180, 270]
 ProviderName = Literal["tensorrt", "cuda", "cpu"]
@@ -55,8 +56,10 @@ class SyntheticConfig(_Section):
 
 
 class SourceConfig(_Section):
-    kind: Literal["camera", "video", "image", "synthetic"] = Field(
-        "camera", description="Where frames come from."
+    kind: Literal["camera", "video", "image", "synthetic", "demo"] = Field(
+        "camera",
+        description="Where frames come from; demo: the bundled public-domain visitor photo, animated "
+        "(walks in, turns a little, leaves).",
     )
     camera: CameraConfig = Field(default_factory=CameraConfig)  # type: ignore[arg-type]
     path: str | None = Field(None, description="Video or image file, for kind video/image.")
@@ -156,9 +159,20 @@ class ProvidersConfig(_Section):
 
 class ModelsConfig(_Section):
     dir: str = Field("models", description="Folder holding the model files (relative to the config file).")
-    detector: str = Field("det_10g.onnx", description="Face detector (SCRFD/RetinaFace/YuNet) file or path.")
-    embedder: str = Field("w600k_r50.onnx", description="ArcFace embedder file or path.")
-    swapper: str = Field("inswapper_128.onnx", description="InSwapper file or path.")
+    detector: str = Field(
+        "auto",
+        description="Face detector (SCRFD/RetinaFace/YuNet) file or path; auto: det_10g.onnx for the neural "
+        "swap, the YuNet bundled in the package (MIT, nothing to download) for the classic swap.",
+    )
+    embedder: str = Field(
+        "w600k_r50.onnx", description="ArcFace embedder file or path (not used by the classic swap)."
+    )
+    swapper: str = Field(
+        "inswapper_128.onnx",
+        description="InSwapper file or path (non-commercial weights); classic: the library photo's own face "
+        "aligned by the five keypoints, no weights (MIT); auto: InSwapper when it, the embedder (and, with "
+        "detector auto, det_10g.onnx) are in models.dir, else classic.",
+    )
     enhancer: str | None = Field(
         "GFPGANv1.4.onnx",
         description="Enhancer file or path: GFPGANv1.4.onnx, or GPEN-BFR-256.onnx / GPEN-BFR-512.onnx "
@@ -607,6 +621,10 @@ class KioskConfig(_Section):
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
     def resolve(self, path: str | Path) -> Path:
-        """Resolve a path from the config relative to the config file's folder."""
+        """Resolve a path from the config relative to the config file's folder; ``package:REL``
+        names a file shipped inside the kiosk package (``package:data/demo/...``)."""
+        text = str(path)
+        if text.startswith(PACKAGE_PREFIX):
+            return package_file(*Path(text[len(PACKAGE_PREFIX) :]).parts)
         p = Path(path).expanduser()
         return p if p.is_absolute() else Path(os.path.normpath(self.base_dir / p))

@@ -20,7 +20,9 @@ from typing import Any, Literal
 from kiosk.inference.errors import ModelSignatureError
 
 Role = Literal["detector", "embedder", "swapper", "enhancer", "parser"]
-Family = Literal["scrfd", "yunet", "retinaface", "arcface", "inswapper", "gfpgan", "gpen", "bisenet"]
+Family = Literal[
+    "scrfd", "yunet", "retinaface", "arcface", "inswapper", "classic", "gfpgan", "gpen", "bisenet"
+]
 ColourOrder = Literal["RGB", "BGR"]
 Template = Literal["arcface_112", "arcface_128", "ffhq_512"]
 
@@ -257,6 +259,29 @@ RETINAFACE = ModelSpec(
     inputs=(TensorSpec(None, (1, 3, None, None)),),
     **_RETINAFACE_COMMON,
 )
+
+#: The licence of the kiosk's own code, which is all the classic swapper is.
+KIOSK_LICENCE = "MIT (faceswap-kiosk's own code, no model weights)"
+
+#: ``models.swapper: classic``: no file, no weights (:mod:`kiosk.inference.classic`). Its "input"
+#: is the visitor's face aligned to the same 128 template as InSwapper's; its "source" is the
+#: library photo's own face aligned alike.
+CLASSIC_SWAPPER = ModelSpec(
+    id="classic",
+    role="swapper",
+    family="classic",
+    file="classic",
+    title="classic swap (the library photo's own face aligned by the five keypoints; built in)",
+    licence=KIOSK_LICENCE,
+    inputs=(),
+    outputs=(),
+    template="arcface_128",
+    crop_size_px=128,
+    notes="Reserved name: nothing to fetch or verify; needs no embedder",
+)
+
+#: Where the bundled YuNet lives inside the package (``kiosk/data/models/``), its config value.
+BUNDLED_DETECTOR = "package:data/models/face_detection_yunet_2023mar.onnx"
 
 W600K_R50 = ModelSpec(
     id="w600k_r50",

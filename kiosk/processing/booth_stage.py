@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from kiosk.booth.controls import ControlState
@@ -27,6 +28,14 @@ def booth_model_files(cfg: KioskConfig) -> tuple[str, ...]:
     return tuple(str(p) for p in model_paths(cfg).values() if p is not None)
 
 
+def _classic_digest(detector_digest: str) -> str:
+    """The face cache's model digest of the classic swap: the detector and the source layout."""
+    from kiosk.inference.classic import SOURCE_PX, SOURCE_VERSION
+
+    tag = f"classic-v{SOURCE_VERSION}-{SOURCE_PX}:{detector_digest}"
+    return hashlib.sha256(tag.encode()).hexdigest()
+
+
 def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: ControlState) -> Processor:
     """The booth's processing stage: a :class:`~kiosk.processing.pipeline.SwapProcessor` swapping the face staff
     selected (``controls.selected_key``), refreshing the library every ``faces.rescan_s`` on the
@@ -49,9 +58,14 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
     enhancer = paths["enhancer"]
     try:
         pipe = SwapPipeline.from_config(cfg, enhance=enhancer is not None and enhancer.is_file())
-        digest = ModelDigests(cfg.resolve(cfg.faces.cache_dir) / "models.json").digest(
-            [p for p in (paths["embedder"], paths["swapper"]) if p is not None]
-        )
+        digests = ModelDigests(cfg.resolve(cfg.faces.cache_dir) / "models.json")
+        if pipe.classic:
+            # The classic "latent" is the photo's aligned face: it depends on the detector's
+            # keypoints and on the crop layout, not on any embedder or swapper file.
+            assert paths["detector"] is not None
+            digest = _classic_digest(digests.digest([paths["detector"]]))
+        else:
+            digest = digests.digest([p for p in (paths["embedder"], paths["swapper"]) if p is not None])
         pipelined = open_pipelined(cfg, pipe)
     except ModelError as exc:
         log.error("%s", exc)

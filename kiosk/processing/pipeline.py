@@ -33,6 +33,7 @@ from kiosk.inference import color as color_mod
 from kiosk.inference import jit
 from kiosk.inference import mask as mask_mod
 from kiosk.inference.align import align_matrix, arcface_template
+from kiosk.inference.classic import CLASSIC, ClassicSwapper
 from kiosk.inference.color import ColorCorrector, ColorOptions
 from kiosk.inference.detector import FaceDetector, make_detector
 from kiosk.inference.embedder import ArcFaceEmbedder
@@ -43,7 +44,7 @@ from kiosk.inference.mask import MaskBuilder, MaskOptions, OcclusionParser, crop
 from kiosk.inference.parser import FaceParser
 from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
-from kiosk.inference.specs import ROLES, Role, spec_for_file
+from kiosk.inference.specs import BUNDLED_DETECTOR, CLASSIC_SWAPPER, ROLES, ModelSpec, Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.processing.assign import VisitorFaces
 from kiosk.processing.face_search import detect_and_track, roi_geometry, select_faces
@@ -74,24 +75,78 @@ __all__ = [
     "open_parser",
     "missing_models",
     "read_image",
+    "swapper_mode",
+    "swapper_spec",
 ]
+
+#: ``models.swapper`` / ``models.detector`` value: chosen from what is on disk (see :func:`swapper_mode`).
+AUTO = "auto"
+#: The neural swapper and embedder ``auto`` looks for, and the detector it uses with them.
+NEURAL_DEFAULTS = {"swapper": "inswapper_128.onnx", "embedder": "w600k_r50.onnx", "detector": "det_10g.onnx"}
+
+
+def _role_file(cfg: KioskConfig, value: str) -> Path:
+    """A role's file: a bare name lives in ``models.dir``; a value with a folder part (or
+    ``package:...``) is a path relative to the config file."""
+    p = Path(value).expanduser()
+    if value.startswith("package:") or p.is_absolute() or len(p.parts) > 1:
+        return cfg.resolve(value)
+    return cfg.resolve(cfg.models.dir) / p
+
+
+def swapper_mode(cfg: KioskConfig) -> str:
+    """``"classic"`` or ``"neural"``: ``models.swapper: classic``; ``auto`` is neural when the
+    InSwapper file, the embedder and (with ``detector: auto``) ``det_10g.onnx`` are in
+    ``models.dir``, else classic; any file name: neural."""
+    value = cfg.models.swapper
+    if value == CLASSIC:
+        return "classic"
+    if value == AUTO:
+        embedder = cfg.models.embedder if cfg.models.embedder != AUTO else NEURAL_DEFAULTS["embedder"]
+        need = [NEURAL_DEFAULTS["swapper"], embedder]
+        if cfg.models.detector == AUTO:
+            need.append(NEURAL_DEFAULTS["detector"])
+        return "neural" if all(_role_file(cfg, v).is_file() for v in need) else "classic"
+    return "neural"
+
+
+def swapper_spec(cfg: KioskConfig) -> ModelSpec:
+    """The spec (title, licence) of the swapper ``cfg`` runs."""
+    if swapper_mode(cfg) == "classic":
+        return CLASSIC_SWAPPER
+    p = model_paths(cfg)["swapper"]
+    assert p is not None
+    return spec_for_file("swapper", p)
+
+
+def _detector_value(cfg: KioskConfig, classic: bool) -> str:
+    """``models.detector`` with ``auto`` resolved: the bundled YuNet for the classic swap,
+    ``det_10g.onnx`` for the neural one."""
+    value = cfg.models.detector
+    if value != AUTO:
+        return value
+    return BUNDLED_DETECTOR if classic else NEURAL_DEFAULTS["detector"]
 
 
 def model_paths(cfg: KioskConfig) -> dict[Role, Path | None]:
     """Resolved file of each role. A bare file name lives in ``models.dir``; a value with a folder
-    part is a path relative to the config file. ``None``: role disabled (enhancer: null; the
-    parser unless ``mask.occlusion``)."""
+    part is a path relative to the config file; ``package:...`` a file shipped in the package (the
+    bundled YuNet). ``None``: role disabled (enhancer: null; the parser unless ``mask.occlusion``;
+    the swapper and the embedder of the classic swap, which has no file and needs no embedder)."""
     out: dict[Role, Path | None] = {}
-    models_dir = cfg.resolve(cfg.models.dir)
+    classic = swapper_mode(cfg) == "classic"
     for role in ROLES:
         value = getattr(cfg.models, role)
         if role == "parser" and not cfg.mask.occlusion:
             value = None  # the face parser is needed (and fetched) only for the occlusion mask
+        if role in ("swapper", "embedder"):
+            value = None if classic else (NEURAL_DEFAULTS[role] if value == AUTO else value)
+        if role == "detector":
+            value = _detector_value(cfg, classic)
         if value is None:
             out[role] = None
             continue
-        p = Path(value).expanduser()
-        out[role] = cfg.resolve(p) if (p.is_absolute() or len(p.parts) > 1) else models_dir / p
+        out[role] = _role_file(cfg, value)
     return out
 
 
@@ -239,8 +294,8 @@ class SwapPipeline:
     def __init__(
         self,
         detector: FaceDetector,
-        embedder: ArcFaceEmbedder,
-        swapper: InSwapper,
+        embedder: ArcFaceEmbedder | None,
+        swapper: InSwapper | ClassicSwapper,
         enhancer: GfpganEnhancer | None = None,
         *,
         max_faces: int = 4,
@@ -317,10 +372,15 @@ class SwapPipeline:
 
         iob, dev = prov_cfg.iobinding, prov_cfg.device_id
         detector = open_detector(cfg)
-        s, used, p = open_role("embedder")
-        embedder = ArcFaceEmbedder(s, spec_for_file("embedder", p), p, used, iobinding=iob, device_id=dev)
-        s, used, p = open_role("swapper", cuda_graph=True)  # the one fixed-shape model per frame
-        swapper = InSwapper(s, spec_for_file("swapper", p), p, used, iobinding=iob, device_id=dev)
+        embedder: ArcFaceEmbedder | None = None
+        swapper: InSwapper | ClassicSwapper
+        if swapper_mode(cfg) == "classic":  # no weights, no embedder: the photo's own face
+            swapper = ClassicSwapper()
+        else:
+            s, used, p = open_role("embedder")
+            embedder = ArcFaceEmbedder(s, spec_for_file("embedder", p), p, used, iobinding=iob, device_id=dev)
+            s, used, p = open_role("swapper", cuda_graph=True)  # the one fixed-shape model per frame
+            swapper = InSwapper(s, spec_for_file("swapper", p), p, used, iobinding=iob, device_id=dev)
         enhancer = None
         if use_enh and paths["enhancer"] is not None:
             s, used, p = open_role("enhancer")
@@ -401,9 +461,10 @@ class SwapPipeline:
                 det.detect(zeros)
                 det.detect(zeros)
                 out[name] = (time.perf_counter() - a) * 1e3
-        out["embedder"] = self.embedder.warm_up()
+        if self.embedder is not None:
+            out["embedder"] = self.embedder.warm_up()
         out["swapper"] = self.swapper.warm_up()
-        if self.swap_resolution != self.swapper.size_px:
+        if self.swap_resolution != self.swapper.size_px and isinstance(self.swapper, InSwapper):
             a = time.perf_counter()
             zeros = np.zeros((self.swap_resolution, self.swap_resolution, 3), np.uint8)
             kps = arcface_template(self.swapper.size_px)  # any non-degenerate five points
@@ -427,7 +488,11 @@ class SwapPipeline:
     @property
     def runners(self) -> list[SessionRunner]:
         """Every model's session runner (for the time spent inside ONNX Runtime)."""
-        out = [self.detector.runner, self.embedder.runner, self.swapper.runner]
+        out = [self.detector.runner]
+        if self.embedder is not None:
+            out.append(self.embedder.runner)
+        if isinstance(self.swapper, InSwapper):  # the classic swapper runs no model
+            out.append(self.swapper.runner)
         if self._roi_detector is not None:
             out.append(self._roi_detector.runner)
         if self.enhancer is not None:
@@ -439,8 +504,16 @@ class SwapPipeline:
 
     @property
     def provider(self) -> str:
-        """The provider the swapper (the heaviest model) actually runs on."""
+        """The provider the swapper (the heaviest model) actually runs on; for the classic swap,
+        which runs no model, the detector's."""
+        if self.classic:
+            return self.detector.provider
         return self.swapper.provider
+
+    @property
+    def classic(self) -> bool:
+        """The classic swap (the library photo's own face), not a neural swapper."""
+        return isinstance(self.swapper, ClassicSwapper)
 
     @property
     def gpu_fallback(self) -> bool:
@@ -458,8 +531,7 @@ class SwapPipeline:
             key = hashlib.blake2b(np.ascontiguousarray(face_bgr).data, digest_size=16).hexdigest()
         face = self._find_source_face(face_bgr)
         if key not in self._latents:
-            emb = self.embedder.embed(face.image_bgr, face.face.kps)
-            self._latents[key] = self.swapper.latent(emb)
+            self._latents[key] = self.source_latent(face.image_bgr, face.face)
         self._latent = self._latents[key]
         self._source_key = key
         self.source_face = face.face
@@ -481,7 +553,11 @@ class SwapPipeline:
         return faces, image
 
     def source_latent(self, image_bgr: FrameBGR, face: Face) -> NDArray[np.float32]:
-        """The swapper's source latent for ``face`` in ``image_bgr`` (embedding @ emap, normalised)."""
+        """The swapper's source latent for ``face`` in ``image_bgr``: embedding @ emap, normalised
+        (InSwapper), or the photo's face aligned to the swap template with its keypoints (classic)."""
+        if isinstance(self.swapper, ClassicSwapper):
+            return self.swapper.source_latent(image_bgr, face.kps)
+        assert self.embedder is not None, "a neural swapper needs the embedder"
         return self.swapper.latent(self.embedder.embed(image_bgr, face.kps))
 
     def use_latent(self, latent: NDArray[np.float32], key: str) -> None:
@@ -578,7 +654,7 @@ class SwapPipeline:
             a = time.perf_counter()
             latent = sources[i][0] if sources is not None else self._latent
             res = self.swap_resolution
-            if res == self.swapper.size_px:
+            if res == self.swapper.size_px and isinstance(self.swapper, InSwapper):
                 affine = self.swapper.align(frame_bgr, face.kps)
                 b = time.perf_counter()
                 crop = self.swapper.to_bgr(
@@ -609,9 +685,10 @@ class SwapPipeline:
                 )
                 self.color.correct(visitor, crop, alpha, key, t0 if t is None else t)
             c2 = time.perf_counter()
+            swap_box = None
             if paste:
                 assert out_bgr is not None
-                self._paste.paste(out_bgr, crop, affine, alpha)
+                swap_box = self._paste.paste(out_bgr, crop, affine, alpha)
             d = time.perf_counter()
             times.align_ms += (b - a) * 1e3
             times.swap_ms += (c - b) * 1e3
@@ -650,6 +727,11 @@ class SwapPipeline:
                 e1 = time.perf_counter()
                 if paste:
                     assert out_bgr is not None
+                    # The enhanced crop goes over the camera frame, as in the composite shader:
+                    # not over the swapped crop too (that would blend the feathered edge twice).
+                    if swap_box is not None:
+                        x0, y0, x1, y1 = swap_box
+                        out_bgr[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
                     self._paste.paste(out_bgr, crop, affine, alpha)
                 f = time.perf_counter()
                 times.enhance_ms += (e - d) * 1e3
@@ -792,13 +874,34 @@ class SwapPipeline:
         return scratch
 
 
+def short_licence(licence: str) -> str:
+    """A model licence in a few words, for the status line: ``MIT``, ``non-commercial only``."""
+    low = licence.lower()
+    if "non-commercial" in low:
+        return "non-commercial only"
+    for name in ("MIT", "Apache-2.0"):
+        if name.lower() in low:
+            return name
+    return licence.split(";")[0][:40]
+
+
 def stage_label(pipe: SwapPipeline) -> tuple[str, str]:
-    """A processing stage's name for the overlay (with the provider) and its standing notice,
-    which says loudly when a requested GPU provider fell back to the CPU."""
+    """A processing stage's name for the overlay and the status line (the swap mode, the provider,
+    the swapper's licence) and its standing notice, which says loudly when a requested GPU
+    provider fell back to the CPU."""
+    mode = "classic swap" if pipe.classic else "swap"
+    licence = f" · {short_licence(pipe.swapper.spec.licence)}"
+    if pipe.classic and pipe.gpu_fallback:
+        # The classic swap runs no model; the small detector on the CPU is no reason to warn staff.
+        log.warning(
+            "%s unavailable: the detector runs on the CPU (the classic swap runs no model)",
+            pipe.gpu_requested,
+        )
+        return f"{mode} ({pipe.provider}){licence}", ""
     if not pipe.gpu_fallback:
-        return f"swap ({pipe.provider})", ""
+        return f"{mode} ({pipe.provider}){licence}", ""
     return (
-        f"swap ({pipe.provider} — GPU FALLBACK)",
+        f"{mode} ({pipe.provider} — GPU FALLBACK){licence}",
         f"{pipe.gpu_requested} unavailable: running on CPU (slow) — run: kiosk doctor",
     )
 

@@ -182,20 +182,25 @@ class MovingSource(StillSource):
         return out
 
 
+def _swap_call(pipe: SwapPipeline) -> str:
+    """The swapper method the pipeline calls once per face (the classic swap warps in infer_tiles)."""
+    return "infer_tiles" if pipe.classic else "infer"
+
+
 def slow_swapper(pipe: SwapPipeline, swap_ms: float) -> Any:
     """Make each swapper call take at least ``swap_ms`` (model, then sleep); returns the original."""
     swapper = pipe.swapper
-    original = swapper.infer
+    original = getattr(swapper, _swap_call(pipe))
 
-    def infer(latent: NDArray[np.float32]) -> NDArray[np.float32]:
+    def call(*args: Any) -> Any:
         t0 = time.perf_counter()
-        out = original(latent)
+        out = original(*args)
         rest = swap_ms / 1e3 - (time.perf_counter() - t0)
         if rest > 0:
             time.sleep(rest)
         return out
 
-    swapper.infer = infer  # type: ignore[method-assign]
+    setattr(swapper, _swap_call(pipe), call)
     return original
 
 
@@ -639,7 +644,7 @@ def run_bench(
     stats = app.stats()
     proc.close()  # the pipelined detection worker, if any
     if original_infer is not None:
-        pipe.swapper.infer = original_infer  # type: ignore[method-assign]
+        setattr(pipe.swapper, _swap_call(pipe), original_infer)
     stages, overhead = summarise(proc)
     alloc = (
         measure_allocation(
@@ -677,6 +682,8 @@ def run_bench(
             "roi_det_size": pipe._roi_detector.det_size if pipe._roi_detector is not None else None,
             "max_faces": pipe.max_faces,
             "detector": Path(pipe.detector.path).name,
+            "swapper": pipe.swapper.spec.id,
+            "swapper_licence": pipe.swapper.spec.licence,
             "iobinding": prov.iobinding,
             "cuda_graph": prov.cuda_graph,
             "display_max_fps": cfg.display.max_fps,
@@ -732,6 +739,7 @@ def format_report(r: BenchResult) -> str:
         ),
         f"models: detector {s['detector']} at {s['det_size']}"
         + (f" (regions at {s['roi_det_size']})" if s["roi_det_size"] else "")
+        + (f", swapper {s['swapper']} ({s['swapper_licence']})" if "swapper" in s else "")
         + f", iobinding {s['iobinding']}, faces {r.overhead['faces_mean']:g} per frame",
         f"colour correction {s['color_correction']} (strength {s['color_strength']:g}); mask "
         + ", ".join(f"{k} {v}" for k, v in s["mask"].items()),

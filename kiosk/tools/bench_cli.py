@@ -9,6 +9,12 @@ def _run(args: argparse.Namespace) -> int:
     import sys
 
     from kiosk.config import ConfigError
+
+    if args.identity:  # identity transfer on real photos, not the threaded runtime
+        from kiosk.tools.identity import main as identity_main
+
+        return identity_main(["--json"] if args.json else [])
+
     from kiosk.tools.bench import cmd_bench
 
     try:
@@ -54,6 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     )
     p.add_argument("--size", default="1280x720", help="frame size WxH (default 1280x720)")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
+    p.add_argument(
+        "--identity",
+        action="store_true",
+        help="instead: how much each swapped face looks like the source vs the visitor, by an independent "
+        "recognizer (MobileFaceNet from ../shared/models) on real photos (insightface's t1.jpg, the NASA photo)",
+    )
     p.add_argument(
         "--standins",
         action="store_true",

@@ -17,9 +17,11 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
         return [CheckResult("models", True, "processing.enabled is false: no models needed (camera only)")]
     from kiosk.inference.fetch import check_file
     from kiosk.inference.specs import spec_for_file
-    from kiosk.processing.pipeline import model_paths
+    from kiosk.processing.pipeline import model_paths, swapper_mode
 
     missing, corrupt, fine = [], [], []
+    if swapper_mode(ctx.cfg) == "classic":
+        fine.append("swapper classic (built in, no file)")
     for role, path in model_paths(ctx.cfg).items():
         if path is None or (role == "enhancer" and not ctx.cfg.processing.enhance):
             continue
@@ -49,7 +51,24 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
         )
     if not results:
         results.append(CheckResult("models", True, ", ".join(fine)))
+    results.append(check_licence(ctx))
     return results
+
+
+def check_licence(ctx: DoctorContext) -> CheckResult:
+    """Which licence the swapper (and the detector) the config runs have: informational, never a
+    failure; a booth at a trade fair needs to know before it opens."""
+    from kiosk.inference.specs import spec_for_file
+    from kiosk.processing.pipeline import model_paths, swapper_mode, swapper_spec
+
+    spec = swapper_spec(ctx.cfg)
+    detector = model_paths(ctx.cfg)["detector"]
+    det = f"; detector {detector.name}: {spec_for_file('detector', detector).licence}" if detector else ""
+    mode = "classic swap" if swapper_mode(ctx.cfg) == "classic" else f"neural swap ({spec.id})"
+    hint = ""
+    if "non-commercial" in spec.licence.lower():
+        hint = " (licence-clean alternative: models.swapper: classic, MIT, no weights)"
+    return CheckResult("licence", True, f"swapper: {mode} — {spec.licence}{det}{hint}")
 
 
 def check_faces_dir(ctx: DoctorContext) -> list[CheckResult]:
