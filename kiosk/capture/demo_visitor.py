@@ -29,6 +29,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.capture.errors import SourceError
 from kiosk.paths import package_file
 from kiosk.types import FrameBGR
 
@@ -95,7 +96,6 @@ class DemoVisitorSource:
         self._bgra: NDArray[np.uint8] | None = None  # the portrait and its soft oval as alpha
 
     def open(self) -> None:
-        from kiosk.capture.sources import SourceError
 
         image = cv2.imread(str(self.photo), cv2.IMREAD_COLOR)
         if image is None:
@@ -157,8 +157,6 @@ class DemoVisitorSource:
     def frame_at(self, t: float, out: FrameBGR | None = None) -> FrameBGR:
         """The frame at ``t`` seconds into the cycle (into ``out`` when its shape fits)."""
         if self._room is None or self._bgra is None:
-            from kiosk.capture.sources import SourceError
-
             raise SourceError("demo visitor source not open")
         w, h = self.size
         frame = out if out is not None and out.shape == self._room.shape else np.empty_like(self._room)

@@ -20,6 +20,7 @@ from typing import Protocol, cast
 import cv2
 import numpy as np
 
+from kiosk.capture.errors import SourceError
 from kiosk.config import SourceConfig
 from kiosk.types import FrameBGR
 from kiosk.util.files import read_regular_file, shown
@@ -50,10 +51,6 @@ def opencv_quiet() -> Iterator[None]:
         yield
     finally:
         cv2.utils.logging.setLogLevel(previous)
-
-
-class SourceError(Exception):
-    """A source cannot deliver frames (yet). The message is one line, for screen and log."""
 
 
 class Source(Protocol):
