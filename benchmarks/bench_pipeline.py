@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from kiosk.config import KioskConfig, ModelsConfig, ProcessingConfig, ProvidersConfig  # noqa: E402
 from kiosk.inference.paste import PasteBack  # noqa: E402
-from kiosk.processing.pipeline import SwapPipeline, read_image  # noqa: E402
+from kiosk.processing.models import read_image  # noqa: E402
+from kiosk.processing.pipeline import SwapPipeline  # noqa: E402
 
 
 def _insightface_data(name: str) -> Path:

@@ -1,6 +1,6 @@
 """Processing frame rate with ``processing.pipelined`` off vs on, side by side in one process.
 
-Two processors (:class:`~kiosk.processing.pipeline.SwapProcessor`, each with its own models) process
+Two processors (:class:`~kiosk.processing.swap_stage.SwapProcessor`, each with its own models) process
 the same frame alternately, ``--rounds`` rounds of ``--frames`` calls each (so the load other jobs
 put on the machine hits both alike); reported: the median and best ms per ``process`` call (what
 the inference thread spends per frame) and the frames per second that gives.
@@ -93,8 +93,9 @@ def main() -> int:
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
     from kiosk.config import KioskConfig
-    from kiosk.processing.pipeline import SwapPipeline, SwapProcessor
+    from kiosk.processing.pipeline import SwapPipeline
     from kiosk.processing.pipelined import PipelinedDetection
+    from kiosk.processing.swap_stage import SwapProcessor
     from kiosk.processing.thread import new_swap_result
     from kiosk.tools.bench import faces_frame, shared_file
     from kiosk.tools.standins import make_all

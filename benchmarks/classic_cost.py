@@ -19,7 +19,8 @@ import numpy as np
 
 from kiosk.capture.demo_visitor import source_face_path, visitor_photo_path
 from kiosk.config import parse_config
-from kiosk.processing.pipeline import SwapPipeline, read_image
+from kiosk.processing.models import read_image
+from kiosk.processing.pipeline import SwapPipeline
 
 
 def main() -> int:

@@ -23,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from kiosk.config import KioskConfig  # noqa: E402
 from kiosk.inference.mask import crop_keypoints  # noqa: E402
-from kiosk.processing.pipeline import SwapPipeline, read_image  # noqa: E402
+from kiosk.processing.models import read_image  # noqa: E402
+from kiosk.processing.pipeline import SwapPipeline  # noqa: E402
 from kiosk.tools.standins import make_embedder, make_swapper  # noqa: E402
 from kiosk.types import SwappedFace  # noqa: E402
 

@@ -14,7 +14,8 @@ from inference_fixtures import make_cfg
 
 from kiosk.config import KioskConfig
 from kiosk.inference.mask import MaskBuilder, nose_mouth_px
-from kiosk.processing.pipeline import SwapPipeline, read_image
+from kiosk.processing.models import read_image
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.types import Face
 
 __all__ = ["ASTRONAUT", "CLASSIC_SOURCE", "astronaut", "face_regions", "mask_cfg", "mask_pipe"]

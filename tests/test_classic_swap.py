@@ -24,14 +24,8 @@ from kiosk.inference.classic import (
 )
 from kiosk.inference.specs import CLASSIC_SWAPPER, YUNET_2023MAR
 from kiosk.paths import bundled_config, package_file
-from kiosk.processing.pipeline import (
-    SwapPipeline,
-    missing_models,
-    model_paths,
-    read_image,
-    swapper_mode,
-    swapper_spec,
-)
+from kiosk.processing.models import missing_models, model_paths, read_image, swapper_mode, swapper_spec
+from kiosk.processing.pipeline import SwapPipeline
 
 BUNDLED_YUNET = package_file("data", "models", "face_detection_yunet_2023mar.onnx")
 DEMO = package_file("data", "demo")
@@ -165,7 +159,7 @@ def test_the_demo_with_no_models_builds_a_classic_booth_stage_not_a_missing_mode
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
     from kiosk.processing.booth_stage import build_booth_processor
-    from kiosk.processing.pipeline import SwapProcessor
+    from kiosk.processing.swap_stage import SwapProcessor
 
     monkeypatch.setenv("KIOSK_MODELS_DIR", str(tmp_path / "no-models"))
     cfg = load_config(bundled_config("demo"))
@@ -266,7 +260,7 @@ def test_identity_moves_to_the_source_on_every_face_by_an_independent_recognizer
 # -- the demo visitor ---------------------------------------------------------------------------------
 def test_the_demo_visitor_walks_in_turns_and_leaves() -> None:
     from kiosk.capture.demo_visitor import DemoVisitorSource
-    from kiosk.processing.pipeline import open_detector
+    from kiosk.processing.models import open_detector
 
     det = open_detector(classic_cfg())
     src = DemoVisitorSource(1280, 720, 30)

@@ -23,7 +23,7 @@ from kiosk.inference.errors import ModelSignatureError
 from kiosk.inference.parser import FACE_CLASSES, FaceParser
 from kiosk.inference.sessions import create_session
 from kiosk.inference.specs import BISENET_RESNET_18, BISENET_RESNET_34, spec_for_file
-from kiosk.processing.pipeline import missing_models, model_paths, open_parser
+from kiosk.processing.models import missing_models, model_paths, open_parser
 from kiosk.tools import standins
 from kiosk.types import Face
 

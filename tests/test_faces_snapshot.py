@@ -173,7 +173,7 @@ def test_the_booth_stage_loads_faces_on_the_inference_thread_not_the_loader(
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
     from kiosk.processing.booth_stage import build_booth_processor
-    from kiosk.processing.pipeline import SwapProcessor
+    from kiosk.processing.swap_stage import SwapProcessor
     from kiosk.processing.thread import new_swap_result
 
     folder = tmp_path / "faces"
@@ -319,7 +319,7 @@ def test_the_booth_stage_scans_a_folder_of_new_photos_over_several_frames(
     from kiosk.booth.controls import ControlState
     from kiosk.booth.faces import make_library
     from kiosk.processing.booth_stage import build_booth_processor
-    from kiosk.processing.pipeline import SwapProcessor
+    from kiosk.processing.swap_stage import SwapProcessor
     from kiosk.processing.thread import new_swap_result
 
     folder = tmp_path / "faces"

@@ -307,7 +307,7 @@ def test_no_writable_kernel_cache_folder_at_all_still_compiles(tmp_path):
 
 def test_the_swap_stage_notice_names_the_kernel_cache_folder(monkeypatch):
     from kiosk.inference import jit
-    from kiosk.processing.pipeline import SwapProcessor
+    from kiosk.processing.swap_stage import SwapProcessor
 
     monkeypatch.setattr(
         jit, "_problem", "kernel cache folder /x is full: kernels compiled in memory this run"

@@ -95,7 +95,7 @@ def test_steady_state_allocation_with_tracking_and_a_real_detector(standin_dir: 
 def _portrait(h: int, w: int) -> np.ndarray:
     from inference_fixtures import insightface_image
 
-    from kiosk.processing.pipeline import read_image
+    from kiosk.processing.models import read_image
 
     photo = read_image(insightface_image("t1.jpg"))
     import cv2

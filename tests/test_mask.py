@@ -20,7 +20,7 @@ from kiosk.inference.align import arcface_template
 from kiosk.inference.color import ColorCorrector, ColorOptions, face_stats
 from kiosk.inference.mask import MaskBuilder, MaskOptions, build_alpha, crop_keypoints
 from kiosk.inference.paste import PasteBack, feather_mask
-from kiosk.processing.pipeline import read_image
+from kiosk.processing.models import read_image
 from kiosk.types import Face
 
 KPS_128 = arcface_template(128)
@@ -184,7 +184,7 @@ def _swap_cli(tmp_path: Path, standin_dir: Path, det: Path, yaml_extra: str) -> 
     args = ["swap", "--source", str(ASTRONAUT), "--input", str(ASTRONAUT), "--output", str(out)]
     assert main([*args, "--config", str(cfg)]) == 0
     from kiosk.config import load_config
-    from kiosk.processing.pipeline import open_detector
+    from kiosk.processing.models import open_detector
 
     face = open_detector(load_config(cfg)).detect(read_image(ASTRONAUT))[0]
     return read_image(out), face

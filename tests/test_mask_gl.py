@@ -21,7 +21,7 @@ from test_mask import LowerHalfParser
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import load_config
-from kiosk.processing.pipeline import read_image
+from kiosk.processing.models import read_image
 from kiosk.tools.standins import make_embedder, make_swapper
 
 pytestmark = pytest.mark.gl
@@ -133,7 +133,7 @@ def _run_kiosk(cfg_path: Path, shot: Path, snapshot_after_s: float = 0.0) -> np.
 def test_the_screen_and_snapshots_show_the_visitors_colour_and_mouth(
     tmp_path: Path, det_500m: Path, astronaut: np.ndarray, swapper: str
 ) -> None:
-    from kiosk.processing.pipeline import open_detector
+    from kiosk.processing.models import open_detector
 
     face = open_detector(load_config(_booth(tmp_path, "", "", swapper))).detect(astronaut)[0]
     regions = face_regions(face)

@@ -15,8 +15,10 @@ from inference_fixtures import insightface_image, make_cfg
 
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ImageError, ModelCorruptError, ModelSignatureError, NoFaceError
-from kiosk.processing.pipeline import SwapPipeline, SwapProcessor, build_processor, missing_models, read_image
+from kiosk.processing.models import missing_models, read_image
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.stage import PassThrough
+from kiosk.processing.swap_stage import SwapProcessor, build_processor
 from kiosk.types import SwapResult
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

@@ -14,8 +14,9 @@ from inference_fixtures import *  # noqa: F403
 from inference_fixtures import make_cfg
 
 from kiosk.config import KioskConfig
-from kiosk.processing.pipeline import SwapPipeline, SwapProcessor, TrackingOptions
+from kiosk.processing.pipeline import SwapPipeline, TrackingOptions
 from kiosk.processing.pipelined import PipelinedDetection
+from kiosk.processing.swap_stage import SwapProcessor
 from kiosk.processing.thread import new_swap_result
 
 LATENT = np.full((1, 512), 512**-0.5, np.float32)

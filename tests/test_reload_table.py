@@ -163,7 +163,7 @@ def test_display_composite_rebuilds_the_stage_with_the_new_composite_and_keeps_t
     """display.composite: cpu makes the rebuilt stage paste faces itself (the renderer then draws the
     frame as it comes, ``faces_pasted``); the window is not reopened for it."""
     import kiosk.processing.booth_stage as booth_processor
-    from kiosk.processing.pipeline import stage_composite
+    from kiosk.processing.swap_stage import stage_composite
 
     built: list[str] = []
     monkeypatch.setattr(

@@ -149,7 +149,7 @@ def test_small_copies_keep_the_real_contracts() -> None:
 
 def test_small_detector_finds_white_squares_like_the_small_standin(tmp_path: Path) -> None:
     from kiosk.config import KioskConfig
-    from kiosk.processing.pipeline import open_detector
+    from kiosk.processing.models import open_detector
     from kiosk.tools.standins import make_detector
 
     def detector(folder: Path):  # type: ignore[no-untyped-def]

@@ -19,7 +19,8 @@ import pytest
 from inference_fixtures import *  # noqa: F403
 from inference_fixtures import SHARED_MODELS, insightface_image, make_cfg
 
-from kiosk.processing.pipeline import SwapPipeline, read_image
+from kiosk.processing.models import read_image
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.types import Face
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")

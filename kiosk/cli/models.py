@@ -48,7 +48,7 @@ def _guard(cmd: str, args: argparse.Namespace, fn: Any) -> int:
 
 # -- detect ----------------------------------------------------------------------------------------
 def _cmd_detect(args: argparse.Namespace) -> int:
-    from kiosk.processing.pipeline import open_detector, read_image
+    from kiosk.processing.models import open_detector, read_image
 
     cfg = _config(args.config)
     image = read_image(args.image)
@@ -75,7 +75,8 @@ def _cmd_detect(args: argparse.Namespace) -> int:
 
 # -- swap ------------------------------------------------------------------------------------------
 def _cmd_swap(args: argparse.Namespace) -> int:
-    from kiosk.processing.pipeline import SwapPipeline, read_image
+    from kiosk.processing.models import read_image
+    from kiosk.processing.pipeline import SwapPipeline
 
     cfg = _config(args.config)
     source = read_image(args.source)
@@ -105,7 +106,7 @@ def _cmd_swap(args: argparse.Namespace) -> int:
 
 # -- models ----------------------------------------------------------------------------------------
 def _roles(cfg: KioskConfig) -> list[tuple[str, Path]]:
-    from kiosk.processing.pipeline import model_paths
+    from kiosk.processing.models import model_paths
 
     return [(role, p) for role, p in model_paths(cfg).items() if p is not None]
 
@@ -122,7 +123,7 @@ def _bundled_note(path: Path) -> str:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from kiosk.processing.pipeline import swapper_mode, swapper_spec
+    from kiosk.processing.models import swapper_mode, swapper_spec
 
     cfg = _config(args.config)
     action = args.action

@@ -9,16 +9,11 @@ from kiosk.booth.controls import ControlState
 from kiosk.booth.faces import FaceLibrary, ModelDigests
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ModelError
-from kiosk.processing.pipeline import (
-    SwapPipeline,
-    SwapProcessor,
-    missing_models,
-    missing_models_notice,
-    model_paths,
-    stage_composite,
-)
+from kiosk.processing.models import missing_models, missing_models_notice, model_paths
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.pipelined import open_pipelined
 from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
+from kiosk.processing.swap_stage import SwapProcessor, stage_composite
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +32,7 @@ def _classic_digest(detector_digest: str) -> str:
 
 
 def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: ControlState) -> Processor:
-    """The booth's processing stage: a :class:`~kiosk.processing.pipeline.SwapProcessor` swapping the face staff
+    """The booth's processing stage: a :class:`~kiosk.processing.swap_stage.SwapProcessor` swapping the face staff
     selected (``controls.selected_key``), refreshing the library every ``faces.rescan_s`` on the
     inference thread (the library's one writer; the first refresh is its first call).
 

@@ -9,9 +9,8 @@ Public API::
     faces = pipe.detect(frame_bgr) # list[kiosk.types.Face] in frame pixels
     out = pipe.process(frame_bgr)  # composited BGR frame, same shape as the input
 
-For the kiosk's inference thread, :func:`build_processor` returns a
-:class:`~kiosk.processing.stage.Processor`: a :class:`SwapProcessor`, or a
-:class:`~kiosk.processing.stage.PassThrough` whose notice says what is missing and the command that fixes it.
+The inference thread runs it through :class:`kiosk.processing.swap_stage.SwapProcessor`; which
+models a config needs, and opening them, is :mod:`kiosk.processing.models`.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import cv2
 import numpy as np
@@ -30,187 +28,26 @@ from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig, ProcessingConfig
 from kiosk.inference import color as color_mod
-from kiosk.inference import jit
 from kiosk.inference import mask as mask_mod
 from kiosk.inference.align import align_matrix, arcface_template
-from kiosk.inference.classic import CLASSIC, ClassicSwapper
+from kiosk.inference.classic import ClassicSwapper
 from kiosk.inference.color import ColorCorrector, ColorOptions
-from kiosk.inference.detector import FaceDetector, make_detector
+from kiosk.inference.detector import FaceDetector
 from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.enhancer import GfpganEnhancer
-from kiosk.inference.errors import ImageError, ModelError, NoFaceError
+from kiosk.inference.errors import ImageError, NoFaceError
 from kiosk.inference.kernels import warm_up as warm_up_kernels
 from kiosk.inference.mask import MaskBuilder, MaskOptions, OcclusionParser, crop_keypoints
-from kiosk.inference.parser import FaceParser
 from kiosk.inference.paste import PasteBack, face_region
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
-from kiosk.inference.specs import BUNDLED_DETECTOR, CLASSIC_SWAPPER, ROLES, ModelSpec, Role, spec_for_file
+from kiosk.inference.specs import Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
-from kiosk.processing.assign import VisitorFaces
 from kiosk.processing.face_search import detect_and_track, roi_geometry, select_faces
-from kiosk.processing.stage import PassThrough, Processor
+from kiosk.processing.models import model_paths, open_detector, open_parser, swapper_mode
 from kiosk.processing.tracking import FaceTracker, Policy, Track
-from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
-from kiosk.util.files import read_regular_file, shown
-from kiosk.util.images import ImageDecodeError, decode_image
-
-if TYPE_CHECKING:
-    from kiosk.booth.controls import ControlState
-    from kiosk.booth.faces import FaceEntry, FaceLibrary, LibrarySnapshot
-    from kiosk.processing.pipelined import PipelinedDetection
+from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace
 
 log = logging.getLogger(__name__)
-#: A source face photo (or a still picture) larger than this is not read.
-MAX_IMAGE_FILE_BYTES = 64 << 20
-
-__all__ = [
-    "Detection",
-    "SwapProcessor",
-    "StageTimes",
-    "SwapPipeline",
-    "TrackingOptions",
-    "build_processor",
-    "model_paths",
-    "open_detector",
-    "open_parser",
-    "missing_models",
-    "read_image",
-    "swapper_mode",
-    "swapper_spec",
-]
-
-#: ``models.swapper`` / ``models.detector`` value: chosen from what is on disk (see :func:`swapper_mode`).
-AUTO = "auto"
-#: The neural swapper and embedder ``auto`` looks for, and the detector it uses with them.
-NEURAL_DEFAULTS = {"swapper": "inswapper_128.onnx", "embedder": "w600k_r50.onnx", "detector": "det_10g.onnx"}
-
-
-def _role_file(cfg: KioskConfig, value: str) -> Path:
-    """A role's file: a bare name lives in ``models.dir``; a value with a folder part (or
-    ``package:...``) is a path relative to the config file."""
-    p = Path(value).expanduser()
-    if value.startswith("package:") or p.is_absolute() or len(p.parts) > 1:
-        return cfg.resolve(value)
-    return cfg.resolve(cfg.models.dir) / p
-
-
-def swapper_mode(cfg: KioskConfig) -> str:
-    """``"classic"`` or ``"neural"``: ``models.swapper: classic``; ``auto`` is neural when the
-    InSwapper file, the embedder and (with ``detector: auto``) ``det_10g.onnx`` are in
-    ``models.dir``, else classic; any file name: neural."""
-    value = cfg.models.swapper
-    if value == CLASSIC:
-        return "classic"
-    if value == AUTO:
-        embedder = cfg.models.embedder if cfg.models.embedder != AUTO else NEURAL_DEFAULTS["embedder"]
-        need = [NEURAL_DEFAULTS["swapper"], embedder]
-        if cfg.models.detector == AUTO:
-            need.append(NEURAL_DEFAULTS["detector"])
-        return "neural" if all(_role_file(cfg, v).is_file() for v in need) else "classic"
-    return "neural"
-
-
-def swapper_spec(cfg: KioskConfig) -> ModelSpec:
-    """The spec (title, licence) of the swapper ``cfg`` runs."""
-    if swapper_mode(cfg) == "classic":
-        return CLASSIC_SWAPPER
-    p = model_paths(cfg)["swapper"]
-    assert p is not None
-    return spec_for_file("swapper", p)
-
-
-def _detector_value(cfg: KioskConfig, classic: bool) -> str:
-    """``models.detector`` with ``auto`` resolved: the bundled YuNet for the classic swap,
-    ``det_10g.onnx`` for the neural one."""
-    value = cfg.models.detector
-    if value != AUTO:
-        return value
-    return BUNDLED_DETECTOR if classic else NEURAL_DEFAULTS["detector"]
-
-
-def model_paths(cfg: KioskConfig) -> dict[Role, Path | None]:
-    """Resolved file of each role. A bare file name lives in ``models.dir``; a value with a folder
-    part is a path relative to the config file; ``package:...`` a file shipped in the package (the
-    bundled YuNet). ``None``: role disabled (enhancer: null; the parser unless ``mask.occlusion``;
-    the swapper and the embedder of the classic swap, which has no file and needs no embedder)."""
-    out: dict[Role, Path | None] = {}
-    classic = swapper_mode(cfg) == "classic"
-    for role in ROLES:
-        value = getattr(cfg.models, role)
-        if role == "parser" and not cfg.mask.occlusion:
-            value = None  # the face parser is needed (and fetched) only for the occlusion mask
-        if role in ("swapper", "embedder"):
-            value = None if classic else (NEURAL_DEFAULTS[role] if value == AUTO else value)
-        if role == "detector":
-            value = _detector_value(cfg, classic)
-        if value is None:
-            out[role] = None
-            continue
-        out[role] = _role_file(cfg, value)
-    return out
-
-
-def missing_models(cfg: KioskConfig, include_enhancer: bool | None = None) -> list[Path]:
-    """Model files the config needs that are not on disk. The enhancer counts only when enabled."""
-    need_enh = cfg.processing.enhance if include_enhancer is None else include_enhancer
-    out = []
-    for role, p in model_paths(cfg).items():
-        if p is None or (role == "enhancer" and not need_enh):
-            continue
-        if not p.is_file():
-            out.append(p)
-    return out
-
-
-def read_image(path: str | Path) -> FrameBGR:
-    """Read an image as BGR uint8 (a regular file only, sized from its header and decoded within
-    the decode budget: :func:`kiosk.util.images.decode_image`); :class:`ImageError` with a
-    one-line message naming the file if it cannot be used."""
-    p = Path(path)
-    try:
-        data = read_regular_file(p, MAX_IMAGE_FILE_BYTES)
-    except FileNotFoundError:
-        raise ImageError(f"{shown(p)}: image file not found (check the path)") from None
-    except OSError as exc:
-        raise ImageError(f"{shown(p)}: cannot read the image: {exc.strerror or exc}") from None
-    try:
-        return decode_image(data)
-    except ImageDecodeError as exc:
-        raise ImageError(f"{shown(p)}: cannot decode the image: {exc}") from None
-
-
-def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetector:
-    """Only the configured detector (what ``kiosk detect`` needs). ``max_faces``: 0 keeps every
-    face above the threshold; None uses ``processing.max_faces``."""
-    p = model_paths(cfg)["detector"]
-    assert p is not None
-    prov = ProviderOptions.of(cfg.models.providers)
-    session, used = create_session(p, prov, base_dir=cfg.base_dir)
-    proc = cfg.processing
-    return make_detector(
-        session,
-        spec_for_file("detector", p),
-        p,
-        used,
-        proc.det_size,
-        proc.det_threshold,
-        proc.max_faces if max_faces is None else max_faces,
-        iobinding=prov.iobinding,
-        device_id=prov.device_id,
-    )
-
-
-def open_parser(cfg: KioskConfig) -> FaceParser | None:
-    """The occlusion face parser (``models.parser``) when ``mask.occlusion`` is on, else None.
-    Raises :class:`ModelError` (missing, corrupt, wrong signature) naming the file and the fix."""
-    p = model_paths(cfg)["parser"]
-    if p is None:
-        return None
-    prov = ProviderOptions.of(cfg.models.providers)
-    session, used = create_session(p, prov, base_dir=cfg.base_dir)
-    return FaceParser(
-        session, spec_for_file("parser", p), p, used, iobinding=prov.iobinding, device_id=prov.device_id
-    )
 
 
 @dataclass
@@ -872,246 +709,3 @@ class SwapPipeline:
             scratch[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
         self._paste.paste(scratch, crop, affine, alpha)
         return scratch
-
-
-def short_licence(licence: str) -> str:
-    """A model licence in a few words, for the status line: ``MIT``, ``non-commercial only``."""
-    low = licence.lower()
-    if "non-commercial" in low:
-        return "non-commercial only"
-    for name in ("MIT", "Apache-2.0"):
-        if name.lower() in low:
-            return name
-    return licence.split(";")[0][:40]
-
-
-def stage_label(pipe: SwapPipeline) -> tuple[str, str]:
-    """A processing stage's name for the overlay and the status line (the swap mode, the provider,
-    the swapper's licence) and its standing notice, which says loudly when a requested GPU
-    provider fell back to the CPU."""
-    mode = "classic swap" if pipe.classic else "swap"
-    licence = f" · {short_licence(pipe.swapper.spec.licence)}"
-    if pipe.classic and pipe.gpu_fallback:
-        # The classic swap runs no model; the small detector on the CPU is no reason to warn staff.
-        log.warning(
-            "%s unavailable: the detector runs on the CPU (the classic swap runs no model)",
-            pipe.gpu_requested,
-        )
-        return f"{mode} ({pipe.provider}){licence}", ""
-    if not pipe.gpu_fallback:
-        return f"{mode} ({pipe.provider}){licence}", ""
-    return (
-        f"{mode} ({pipe.provider} — GPU FALLBACK){licence}",
-        f"{pipe.gpu_requested} unavailable: running on CPU (slow) — run: kiosk doctor",
-    )
-
-
-def missing_models_notice(cfg: KioskConfig, include_enhancer: bool | None = None) -> str:
-    """One line naming the model files the config needs but lacks, and the fix; "" if none."""
-    missing = missing_models(cfg, include_enhancer)
-    if not missing:
-        return ""
-    names = ", ".join(p.name for p in missing)
-    return f"models missing: {names} in {cfg.resolve(cfg.models.dir)} — run: kiosk models fetch"
-
-
-class SwapProcessor:
-    """The one :class:`~kiosk.processing.stage.Processor` around :class:`SwapPipeline`: the booth, the
-    kiosk with a fixed ``processing.source_face`` and ``kiosk bench`` all run this class.
-
-    Options: ``composite`` ``"cpu"`` pastes the crops into ``out.frame_bgr`` (``faces_pasted``
-    True); ``"gpu"`` publishes the camera frame and the crops for the shader (``faces_pasted``
-    False). ``library`` + ``controls``: swap the face staff selected (``controls.selected_key``),
-    refreshing the library every ``rescan_s`` on the thread that calls :meth:`process` (its one
-    writer), at most ``scan_budget_s`` of new photo scans per frame (the rest on the next frames);
-    without them the source set on ``pipe`` is used. ``on_frame``: called with the pipeline after
-    each successful frame (the bench records its stage times there).
-
-    Error policy: this class catches nothing. A model call that raises propagates to the
-    inference thread, whose ladder (:mod:`kiosk.processing.thread`) decides: skip that frame, rebuild the
-    stage, or keep the last working one.
-    """
-
-    def __init__(
-        self,
-        pipe: SwapPipeline,
-        *,
-        composite: str = "cpu",
-        notice: str = "",
-        library: FaceLibrary | None = None,
-        controls: ControlState | None = None,
-        rescan_s: float = 2.0,
-        scan_budget_s: float | None = None,
-        model_digest: str = "",
-        on_frame: Callable[[SwapPipeline], None] | None = None,
-        name: str = "",
-        pipelined: PipelinedDetection | None = None,
-        assign: str = "selected",
-    ) -> None:
-        self.pipe = pipe
-        #: ``processing.assign``: "per_visitor" gives each tracked visitor their own library face.
-        self.assign = assign
-        self._visitors = VisitorFaces()
-        self.pipelined = pipelined
-        label, fallback_notice = stage_label(pipe)
-        self.name = name or label
-        self.notice = notice or fallback_notice
-        self.paste = composite != "gpu"
-        self.library = library
-        self.controls = controls
-        self.rescan_s = rescan_s
-        self.scan_budget_s = scan_budget_s
-        self.model_digest = model_digest
-        self.on_frame = on_frame
-        folder = str(getattr(library, "folder", "") or "faces.dir")
-        self._no_faces = PassThrough(f"no usable face photos — add photos to {folder}")
-        self._next_scan = time.monotonic() + rescan_s
-        self._claimed = False  # whether this processor's thread has claimed the library
-
-    @property
-    def result_lag(self) -> int:
-        """Frames between the one handed to :meth:`process` and the one its result shows."""
-        return self.pipelined.result_lag if self.pipelined is not None else 0
-
-    def close(self) -> None:
-        """Stop the detection worker (pipelined); also done when the processor is dropped."""
-        if self.pipelined is not None:
-            self.pipelined.close()
-
-    def select_source(self, face_bgr: FrameBGR, key: str | None = None) -> Face:
-        """Switch the face swapped in (latents are cached per ``key``)."""
-        return self.pipe.set_source(face_bgr, key)
-
-    def refresh_library(self) -> None:
-        """Refresh the library on the calling thread, its one writer (see
-        :class:`kiosk.booth.faces.FaceLibrary`): the first call claims the library for this
-        thread, so a fresh inference thread takes over from an abandoned one, which can never
-        publish again."""
-        if self.library is not None:
-            first = not self._claimed
-            if first:
-                self.library.claim()
-                self._claimed = True
-            was_pending = self.library.snapshot.pending
-            self.library.refresh(self.pipe, self.model_digest, self.scan_budget_s)
-            faces = self.library.snapshot
-            if first or (was_pending and not faces.pending):
-                log.info(
-                    "faces loaded: %d (%d skipped%s)",
-                    len(faces.entries),
-                    len(faces.problems),
-                    f", {faces.pending} still to scan" if faces.pending else "",
-                )
-            if faces.pending:  # the scan budget ran out: go on with the next frame
-                self._next_scan = time.monotonic()
-                return
-        self._next_scan = time.monotonic() + self.rescan_s
-
-    def _select(self) -> bool:
-        """Point the pipeline at the selected library face; False when the library is empty.
-        The first call (on the inference thread, never the loader) does the first refresh."""
-        if self.library is None:
-            return True
-        if not self._claimed or time.monotonic() >= self._next_scan:
-            self.refresh_library()
-        faces = self.library.snapshot  # once: the key is resolved against this snapshot
-        if not faces.entries:
-            return False
-        key = self.controls.selected_key if self.controls is not None else ""
-        entry = faces.entry(key) or faces.entries[0]
-        if self.pipe.source_key != entry.key:
-            self.pipe.use_latent(entry.latent, entry.key)
-        self.pipe.assign_sources = (
-            self._visitor_sources(faces, entry) if self.assign == "per_visitor" else None
-        )
-        if self.controls is not None:
-            self.pipe.enhance = self.controls.enhance_enabled and self.pipe.enhancer is not None
-        return True
-
-    def _visitor_sources(
-        self, faces: LibrarySnapshot, selected: FaceEntry
-    ) -> Callable[[Sequence[int | None], Sequence[Face]], list[tuple[NDArray[np.float32], str]]]:
-        """per_visitor: each visitor's (latent, key), counted from the selected face in ``faces``."""
-        entries = faces.entries
-        base = faces.index_of(selected.key) or 0
-
-        def sources(
-            ids: Sequence[int | None], found: Sequence[Face]
-        ) -> list[tuple[NDArray[np.float32], str]]:
-            picks = [
-                entries[(base + o) % len(entries)] for o in self._visitors.offsets(ids, found, len(entries))
-            ]
-            return [(e.latent, e.key) for e in picks]
-
-        return sources
-
-    def _notice_into(self, out: SwapResult) -> None:
-        """The stage's standing notice, and the kernel cache's problem when its folder could not be
-        used (:mod:`kiosk.inference.jit`: the swap goes on, compiled in memory)."""
-        cache = jit.cache_problem()
-        out.notice = f"{self.notice} · {cache}" if cache and self.notice else (self.notice or cache)
-
-    def process(self, frame_bgr: FrameBGR, out: SwapResult) -> None:
-        if not self._select():
-            self._no_faces.process(frame_bgr, out)
-            return
-        detected = None
-        if self.pipelined is not None:  # swap the previous frame while this one is detected
-            job = self.pipelined.next(frame_bgr)
-            frame_bgr, detected = job.frame_bgr, job.wait()  # the frame this result shows
-        if self.paste:
-            faces = self.pipe.process_into(frame_bgr, out.frame_bgr, reuse=out.faces, detected=detected)
-        else:
-            # The renderer pastes the crops in its shader; publish the camera frame as it is.
-            faces = self.pipe.process_into(frame_bgr, None, paste=False, reuse=out.faces, detected=detected)
-            np.copyto(out.frame_bgr, frame_bgr)
-        out.faces[:] = faces
-        out.face_keys[:] = self.pipe.face_keys
-        out.faces_pasted = self.paste
-        out.faces_detected = self.pipe.times.faces
-        self._notice_into(out)
-        if self.on_frame is not None:
-            self.on_frame(self.pipe)
-
-
-def stage_composite(cfg: KioskConfig) -> str:
-    """Where the processing stage's faces are pasted: ``display.composite``, except that the live
-    display always composites on the GPU (it moves the crops onto newer frames in the shader)."""
-    return "gpu" if cfg.display.composite == "gpu" or cfg.display.mode == "live" else "cpu"
-
-
-def build_processor(cfg: KioskConfig) -> Processor:
-    """The processor for the inference thread. Never raises for a missing or broken model or source
-    face: it returns a :class:`PassThrough` whose one-line notice names the problem and the fix."""
-    if not cfg.processing.enabled:
-        return PassThrough(notice="")
-    missing = missing_models_notice(cfg)
-    if missing:
-        return PassThrough(notice=missing)
-    if not cfg.processing.source_face:
-        return PassThrough(
-            notice="no source face configured — set processing.source_face to a photo in the config"
-        )
-    try:
-        pipe = SwapPipeline.from_config(cfg)
-    except ModelError as exc:
-        log.error("%s", exc)
-        return PassThrough(notice=f"{exc}")
-    src_path = cfg.resolve(cfg.processing.source_face)
-    try:
-        image = read_image(src_path)
-        pipe.set_source(image, key=str(src_path))
-    except ImageError as exc:
-        return PassThrough(notice=f"source face: {exc}")
-    except NoFaceError:
-        return PassThrough(notice=f"no face found in {src_path} — use a clear frontal photo")
-    from kiosk.processing.pipelined import open_pipelined  # it builds on this module
-
-    try:
-        pipelined = open_pipelined(cfg, pipe)
-    except ModelError as exc:
-        log.error("%s", exc)
-        return PassThrough(notice=f"{exc}")
-    proc = SwapProcessor(pipe, composite=stage_composite(cfg), pipelined=pipelined)
-    log.info("face swap ready: %s, source %s%s", proc.name, src_path, ", pipelined" if pipelined else "")
-    return proc

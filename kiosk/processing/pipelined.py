@@ -25,7 +25,8 @@ import weakref
 import numpy as np
 
 from kiosk.config import KioskConfig
-from kiosk.processing.pipeline import Detection, SwapPipeline, open_detector
+from kiosk.processing.models import open_detector
+from kiosk.processing.pipeline import Detection, SwapPipeline
 from kiosk.types import FrameBGR
 
 log = logging.getLogger(__name__)

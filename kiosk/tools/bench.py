@@ -58,8 +58,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig, default_config_path, load_config
-from kiosk.processing.pipeline import SwapPipeline, SwapProcessor, read_image
+from kiosk.processing.models import read_image
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.stage import Processor
+from kiosk.processing.swap_stage import SwapProcessor
 from kiosk.types import FrameBGR, SwapResult
 
 log = logging.getLogger(__name__)
@@ -211,7 +213,7 @@ def _process_cpu_s() -> float:
 
 
 class BenchProcessor(SwapProcessor):
-    """The kiosk's :class:`~kiosk.processing.pipeline.SwapProcessor` (same composite option, same error
+    """The kiosk's :class:`~kiosk.processing.swap_stage.SwapProcessor` (same composite option, same error
     policy, ``faces_pasted`` set by it) with a recorder of its stage times in ``on_frame``."""
 
     def __init__(
@@ -392,7 +394,7 @@ def compare_insightface(pipe: SwapPipeline, cfg: KioskConfig, frame: FrameBGR, r
     except ImportError:
         return {"error": "insightface is not installed"}
     from kiosk.inference.sessions import ProviderOptions, create_session
-    from kiosk.processing.pipeline import model_paths
+    from kiosk.processing.models import model_paths
 
     paths = model_paths(cfg)
     det_path, swap_path = paths["detector"], paths["swapper"]

@@ -97,7 +97,7 @@ def nasa_photo() -> Path:
 
 
 def _read(path: Path) -> FrameBGR:
-    from kiosk.processing.pipeline import read_image
+    from kiosk.processing.models import read_image
 
     return read_image(path)
 

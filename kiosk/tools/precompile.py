@@ -23,7 +23,8 @@ def main() -> int:
     color.warm_up()
     from kiosk.capture.demo_visitor import DemoVisitorSource, source_face_path
     from kiosk.config import parse_config
-    from kiosk.processing.pipeline import SwapPipeline, read_image
+    from kiosk.processing.models import read_image
+    from kiosk.processing.pipeline import SwapPipeline
 
     cfg = parse_config(
         "models: {swapper: classic, enhancer: null, providers: {order: [cpu], warmup: false}}\n"

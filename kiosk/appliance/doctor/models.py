@@ -17,7 +17,7 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
         return [CheckResult("models", True, "processing.enabled is false: no models needed (camera only)")]
     from kiosk.inference.fetch import check_file
     from kiosk.inference.specs import spec_for_file
-    from kiosk.processing.pipeline import model_paths, swapper_mode
+    from kiosk.processing.models import model_paths, swapper_mode
 
     missing, corrupt, fine = [], [], []
     if swapper_mode(ctx.cfg) == "classic":
@@ -59,7 +59,7 @@ def check_licence(ctx: DoctorContext) -> CheckResult:
     """Which licence the swapper (and the detector) the config runs have: informational, never a
     failure; a booth at a trade fair needs to know before it opens."""
     from kiosk.inference.specs import spec_for_file
-    from kiosk.processing.pipeline import model_paths, swapper_mode, swapper_spec
+    from kiosk.processing.models import model_paths, swapper_mode, swapper_spec
 
     spec = swapper_spec(ctx.cfg)
     detector = model_paths(ctx.cfg)["detector"]
