@@ -151,7 +151,7 @@ def main() -> int:
     )
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from kiosk.tools.bench import faces_frame, shared_file
+    from kiosk.tools.bench_frames import faces_frame, shared_file
     from kiosk.tools.standins import make_all
 
     w, h = (int(v) for v in args.size.split("x"))

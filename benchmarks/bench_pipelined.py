@@ -97,7 +97,7 @@ def main() -> int:
     from kiosk.processing.pipelined import PipelinedDetection
     from kiosk.processing.swap_stage import SwapProcessor
     from kiosk.processing.thread import new_swap_result
-    from kiosk.tools.bench import faces_frame, shared_file
+    from kiosk.tools.bench_frames import faces_frame, shared_file
     from kiosk.tools.standins import make_all
 
     w, h = (int(v) for v in args.size.split("x"))

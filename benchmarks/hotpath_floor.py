@@ -69,7 +69,7 @@ def main() -> int:
     from kiosk.config import KioskConfig
     from kiosk.inference.kernels import paste_geometry
     from kiosk.processing.pipeline import SwapPipeline
-    from kiosk.tools.bench import _insightface_image, faces_frame, shared_file
+    from kiosk.tools.bench_frames import _insightface_image, faces_frame, shared_file
     from kiosk.tools.standins import make_all
 
     # Time inside ONNX Runtime, as bench_hotpath.py measures it: every run through one wrapper.

@@ -13,7 +13,9 @@ from inference_fixtures import *  # noqa: F403
 
 from kiosk.cli import build_parser, main
 from kiosk.processing.pipeline import SwapPipeline
-from kiosk.tools.bench import BenchProcessor, StillSource, bench_config, faces_frame, format_report, run_bench
+from kiosk.tools.bench import BenchProcessor, bench_config, run_bench
+from kiosk.tools.bench_frames import StillSource, faces_frame
+from kiosk.tools.bench_report import format_report
 
 pytestmark = [pytest.mark.gl, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -132,7 +134,7 @@ def test_bench_set_overrides_config_keys_and_reports_mask_and_colour(tmp_path: P
 def test_moving_source_sways_and_slow_swapper_takes_its_time(standin_cfg) -> None:  # type: ignore[no-untyped-def]
     import time
 
-    from kiosk.tools.bench import MovingSource, slow_swapper
+    from kiosk.tools.bench_frames import MovingSource, slow_swapper
 
     frame = faces_frame(320, 180, white_squares=True)
     src = MovingSource(frame, fps=1000.0)
@@ -152,7 +154,7 @@ def test_moving_source_sways_and_slow_swapper_takes_its_time(standin_cfg) -> Non
 
 @pytest.mark.slow
 def test_run_bench_live_reports_picture_latency_face_age_and_tracker(tmp_path: Path) -> None:
-    from kiosk.tools.bench import format_display_comparison
+    from kiosk.tools.bench_report import format_display_comparison
 
     cfg, standin_detector = bench_config(None, tmp_path, 640, 360, tracking=False, max_faces=2)
     cfg = _cpu(cfg)

@@ -18,7 +18,7 @@ from egl_helpers import skip_module_without_egl
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import parse_config
-from kiosk.tools.bench import MovingSource
+from kiosk.tools.bench_frames import MovingSource
 from kiosk.types import Face, FrameBGR, SwappedFace, SwapResult
 
 pytestmark = [pytest.mark.gl, pytest.mark.slow]

@@ -49,11 +49,9 @@ import tempfile
 import threading
 import time
 import tracemalloc
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 from numpy.typing import NDArray
 
@@ -62,151 +60,28 @@ from kiosk.processing.models import read_image
 from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.stage import Processor
 from kiosk.processing.swap_stage import SwapProcessor
+from kiosk.tools.bench_frames import (
+    MovingSource,
+    StillSource,
+    _swap_call,
+    faces_frame,
+    shared_file,
+    slow_swapper,
+)
+from kiosk.tools.bench_report import (
+    STAGES,
+    BenchResult,
+    _screenshot_path,
+    format_display_comparison,
+    format_report,
+)
 from kiosk.types import FrameBGR, SwapResult
 
 log = logging.getLogger(__name__)
 
-REPO = Path(__file__).resolve().parents[2]  # the checkout (kiosk/tools/bench.py)
-#: Processed frames measured by default with ``--cost-matched`` (seconds each on a CPU).
 COST_MATCHED_FRAMES = 3
-#: Stage columns recorded per processed frame.
-STAGES = (
-    "detect",
-    "track",
-    "align",
-    "swap",
-    "enhance",
-    "paste",
-    "total",
-    "session",
-    "overhead",
-    "mask",
-    "color",
-)
 
 
-# -- source ---------------------------------------------------------------------------------------
-def _insightface_image(name: str) -> Path | None:
-    try:
-        import insightface
-    except ImportError:
-        return None
-    p = Path(insightface.__file__).parent / "data" / "images" / name
-    return p if p.is_file() else None
-
-
-def shared_file(*parts: str) -> Path | None:
-    """A file under ``../shared`` beside the checkout (or the working directory), if present."""
-    for root in (REPO.parent / "shared", Path.cwd().parent / "shared", Path.cwd() / "shared"):
-        p = root.joinpath(*parts)
-        if p.is_file():
-            return p
-    return None
-
-
-def faces_frame(width: int, height: int, white_squares: bool = False, photo: Path | None = None) -> FrameBGR:
-    """The bench frame: ``photo`` (default insightface's t1.jpg, six faces) scaled to ``height``
-    and centred; or, for the stand-in detector (or without insightface), grey texture with six
-    white squares."""
-    photo_path = None if white_squares else (photo or _insightface_image("t1.jpg"))
-    if photo_path is None:
-        from kiosk.tools.standins import white_square_frame
-
-        side = max(height // 6, 48)
-        xs = np.linspace(0.1 * width, 0.9 * width - side, 3).astype(int)
-        ys = (int(0.2 * height), int(0.6 * height))
-        squares = tuple((int(x), y, side) for y in ys for x in xs)
-        return white_square_frame(height, width, squares)
-    image = read_image(photo_path)
-    scale = height / image.shape[0]
-    new_w = min(width, int(round(image.shape[1] * scale)))
-    big = cv2.resize(image, (new_w, height), interpolation=cv2.INTER_AREA)
-    frame = np.zeros((height, width, 3), np.uint8)
-    x0 = (width - new_w) // 2
-    frame[:, x0 : x0 + new_w] = big
-    return frame
-
-
-class StillSource:
-    """A :class:`~kiosk.capture.sources.Source` delivering one frame at a camera's rate."""
-
-    def __init__(self, frame: FrameBGR, fps: float) -> None:
-        self._frame = frame
-        self._period = 1.0 / fps if fps > 0 else 0.0
-        self._next = 0.0
-        h, w = frame.shape[:2]
-        self.description = f"bench {w}x{h}@{fps:g}"
-
-    def open(self) -> None:
-        self._next = 0.0
-
-    def _pace(self) -> None:
-        now = time.perf_counter()
-        if self._next == 0.0 or now - self._next > 0.25:
-            self._next = now
-        if self._next > now:
-            time.sleep(self._next - now)
-        self._next += self._period
-
-    def read(self, out: FrameBGR | None) -> FrameBGR:
-        self._pace()
-        if out is None or out.shape != self._frame.shape:
-            return self._frame.copy()
-        np.copyto(out, self._frame)
-        return out
-
-    def close(self) -> None:
-        pass
-
-
-class MovingSource(StillSource):
-    """The bench frame moved at walking speed: x = A sin(2πt / 3 s), y = A/6 sin(2πt / 2 s) with
-    A = 60 px per 640 px of width (peak speed about 125 px/s at 640 px, 0.2 frame widths a second)."""
-
-    def __init__(self, frame: FrameBGR, fps: float) -> None:
-        super().__init__(frame, fps)
-        self._fps = fps
-        self._n = 0
-        self._amp = 60.0 * frame.shape[1] / 640.0
-        self.description = self.description.replace("bench", "bench (sway)")
-
-    def read(self, out: FrameBGR | None) -> FrameBGR:
-        self._pace()
-        t = self._n / self._fps
-        self._n += 1
-        dx = self._amp * math.sin(2 * math.pi * t / 3.0)
-        dy = self._amp / 6.0 * math.sin(2 * math.pi * t / 2.0)
-        m = np.array([[1.0, 0.0, dx], [0.0, 1.0, dy]])
-        h, w = self._frame.shape[:2]
-        if out is None or out.shape != self._frame.shape:
-            out = np.empty_like(self._frame)
-        cv2.warpAffine(self._frame, m, (w, h), dst=out, borderMode=cv2.BORDER_REFLECT_101)
-        return out
-
-
-def _swap_call(pipe: SwapPipeline) -> str:
-    """The swapper method the pipeline calls once per face (the classic swap warps in infer_tiles)."""
-    return "infer_tiles" if pipe.classic else "infer"
-
-
-def slow_swapper(pipe: SwapPipeline, swap_ms: float) -> Any:
-    """Make each swapper call take at least ``swap_ms`` (model, then sleep); returns the original."""
-    swapper = pipe.swapper
-    original = getattr(swapper, _swap_call(pipe))
-
-    def call(*args: Any) -> Any:
-        t0 = time.perf_counter()
-        out = original(*args)
-        rest = swap_ms / 1e3 - (time.perf_counter() - t0)
-        if rest > 0:
-            time.sleep(rest)
-        return out
-
-    setattr(swapper, _swap_call(pipe), call)
-    return original
-
-
-# -- processing stage -------------------------------------------------------------------------------
 def _process_cpu_s() -> float:
     t = os.times()
     return t.user + t.system
@@ -287,30 +162,6 @@ class BenchProcessor(SwapProcessor):
 
 
 # -- report -----------------------------------------------------------------------------------------
-@dataclass
-class BenchResult:
-    """Everything ``kiosk bench`` prints (``--json`` prints :meth:`as_dict`)."""
-
-    machine: dict[str, Any]
-    setup: dict[str, Any]
-    stages_ms: dict[str, dict[str, float]]
-    overhead: dict[str, float]
-    runtime: dict[str, Any]
-    allocation: dict[str, float]
-    warmup_ms: dict[str, float]
-    insightface: dict[str, Any] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "machine": self.machine,
-            "setup": self.setup,
-            "stages_ms": self.stages_ms,
-            "overhead": self.overhead,
-            "runtime": self.runtime,
-            "allocation": self.allocation,
-            "warmup_ms": self.warmup_ms,
-            "insightface": self.insightface,
-        }
 
 
 def _pct(values: NDArray[np.float64]) -> dict[str, float]:
@@ -728,129 +579,6 @@ def run_bench(
     return result
 
 
-def format_report(r: BenchResult) -> str:
-    s, m = r.setup, r.machine
-    lines = [
-        f"kiosk bench: {s['frame']}, {s['frames_measured']} frames measured, {s['composite']} composite, "
-        f"tracking {'on (full detection every ' + str(s['detect_every']) + ')' if s['tracking'] else 'off'}",
-        f"machine: {m['cpu']}, {m['cores']} cores, load {m['load_avg_1m']}, provider {m['provider']}"
-        + (
-            f" (requested {m['gpu_requested']}: FALLBACK)"
-            if m["gpu_requested"] and m["provider"] != m["gpu_requested"]
-            else ""
-        ),
-        f"models: detector {s['detector']} at {s['det_size']}"
-        + (f" (regions at {s['roi_det_size']})" if s["roi_det_size"] else "")
-        + (f", swapper {s['swapper']} ({s['swapper_licence']})" if "swapper" in s else "")
-        + f", iobinding {s['iobinding']}, faces {r.overhead['faces_mean']:g} per frame",
-        f"colour correction {s['color_correction']} (strength {s['color_strength']:g}); mask "
-        + ", ".join(f"{k} {v}" for k, v in s["mask"].items()),
-        f"run: {s.get('models', 'config')} models, enhancer {'on' if s.get('enhance') else 'off'}"
-        + (f", display mode {s['display_mode']}" if s.get("display_mode") else "")
-        + (
-            f", pipelined detection {'on' if s['pipelined'] else 'off'}"
-            if s.get("pipelined") is not None
-            else ""
-        ),
-        "",
-        "stage (ms per frame)     p50      p95",
-    ]
-    for name in STAGES:
-        v = r.stages_ms[name]
-        lines.append(f"  {name:<20} {v['p50']:8.2f} {v['p95']:8.2f}")
-    o = r.overhead
-    lines += [
-        "",
-        f"outside session.run: {o['per_frame_ms_p50']:.2f} ms/frame p50 ({o['per_frame_ms_p95']:.2f} p95); "
-        f"per face {o['per_face_ms_p50']:.2f} ms p50 ({o['per_face_ms_p95']:.2f} p95); "
-        f"detection pre/post-processing {o['detection_ms_p50']:.2f} ms p50",
-        f"share of processing time inside session.run: {100 * o['session_share']:.1f} %; "
-        f"full-frame detections on {100 * o['full_detection_share']:.0f} % of frames",
-    ]
-    rt = r.runtime
-    fps, lat, drop = rt["fps"], rt["latency_ms"], rt["dropped"]
-    lines += [
-        f"threads: capture {fps['capture']:.1f} fps, processing {fps['processing']:.1f} fps, "
-        f"render {fps['render']:.1f} fps (display cap {s['display_max_fps']:g})"
-        + (
-            f"; process CPU {rt['cpu_s_per_frame_p50']:.2f} s per processed frame (all threads)"
-            if rt.get("cpu_s_per_frame_p50") is not None
-            else ""
-        ),
-        f"latency capture→display: p50 {lat['capture_to_display_p50']} ms, p95 {lat['capture_to_display_p95']} ms; "
-        f"dropped: capture→processing {drop['capture_to_processing']}, processing→display {drop['processing_to_display']}",
-        f"display {s['display_mode']} ({s['motion']}"
-        + (f", swapper ≥ {s['swap_ms_min']:g} ms/face" if s["swap_ms_min"] else "")
-        + f"): face content age p50 {lat['face_age_p50']} ms, p95 {lat['face_age_p95']} ms",
-    ]
-    screen = rt.get("screen")
-    if screen:
-        parts = [
-            f"{m} {v['swapped_pct']} % ({v['faces_swapped_frames']} swapped, real {v['faces_real_by_reason'] or 0})"
-            for m, v in screen.items()
-            if isinstance(v, dict) and v["rendered_frames"]
-        ]
-        lines.append(f"swap on screen (face x rendered frame): {'; '.join(parts) or '-'}")
-    live = rt.get("live")
-    if live:
-        d = live["faces_dropped_to_real"]
-        lines.append(
-            f"live tracker: {live['results_carried']} results carried ({live['tracks_started']} face tracks "
-            f"started), {live['track_ms_p50']} ms/frame p50 "
-            f"({live['track_ms_p95']} p95, bringing a result forward {live['catch_up_ms_p50']} ms p50); "
-            f"carried vs next detection p50 {live['carry_error_px_p50']} px, p95 {live['carry_error_px_p95']} px "
-            f"(stale positions p50 {live['stale_error_px_p50']} px, p95 {live['stale_error_px_p95']} px); "
-            f"faces dropped to the real face {d['total']} (track {d['track']}, fast {d['fast']}, "
-            f"old {d['old']}, gap {d['gap']})"
-        )
-    a = r.allocation
-    if a["frames"]:
-        lines.append(
-            f"allocation (tracemalloc, {a['frames']:g} frames): largest within a frame "
-            f"{a['peak_bytes_per_frame'] / 1024:.1f} KiB, net {a['net_bytes_per_frame']:.0f} B/frame "
-            f"(a frame is {a['frame_bytes'] / 1024:.0f} KiB)"
-        )
-    if r.warmup_ms:
-        lines.append("warm-up ms: " + ", ".join(f"{k} {v:.0f}" for k, v in r.warmup_ms.items()))
-    ins = r.insightface
-    if ins:
-        if "error" in ins:
-            lines.append(f"insightface: {ins['error']}")
-        else:
-            lines.append(
-                f"insightface 2.1 reference (detect + get(paste_back=True) per face, {ins['faces']} faces): "
-                f"{ins['insightface_ms_p50']:.1f} ms/frame; ours (CPU paste-back, no tracking) "
-                f"{ins['ours_ms_p50']:.1f} ms/frame; ratio ours/insightface {ins['ratio_ours_to_insightface']:.3f}"
-            )
-    return "\n".join(lines)
-
-
-def _screenshot_path(template: str | None, mode: str, composite: str) -> Path | None:
-    if not template:
-        return None
-    p = Path(template)
-    return p.with_name(f"{p.stem}-{mode}-{composite}{p.suffix or '.png'}")
-
-
-def format_display_comparison(results: list[BenchResult]) -> str:
-    """synced next to live: picture latency, face content age, render and processing rates."""
-    lines = [
-        "display   latency p50/p95 ms   face age p50/p95 ms   render fps (new pictures)   processing fps   faces→real   swap on screen %",
-    ]
-    for r in results:
-        lat, fps = r.runtime["latency_ms"], r.runtime["fps"]
-        live = r.runtime.get("live")
-        drops = live["faces_dropped_to_real"]["total"] if live else "-"
-        lines.append(
-            f"{r.setup['display_mode']:<8} {lat['capture_to_display_p50']!s:>8} / {lat['capture_to_display_p95']!s:<8}"
-            f"   {lat['face_age_p50']!s:>8} / {lat['face_age_p95']!s:<8}"
-            f"   {fps['render']:10.1f} ({fps.get('new_pictures', 0.0):5.1f})      {fps['processing']:14.2f}   {drops!s:>11}"
-            f"   {(r.runtime.get('screen') or {}).get('swapped_pct', '-')}"
-        )
-    return "\n".join(lines)
-
-
-# -- command ---------------------------------------------------------------------------------------
 def cmd_bench(args: Any) -> int:
     """``kiosk bench`` (arguments from :mod:`kiosk.tools.bench_cli`)."""
     logging.basicConfig(
