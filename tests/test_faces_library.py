@@ -14,7 +14,8 @@ import pytest
 from inference_fixtures import *  # noqa: F403
 from inference_fixtures import make_cfg
 
-from kiosk.booth.faces import FaceLibrary, ModelDigests, make_library
+from kiosk.booth.faces import FaceLibrary, make_library
+from kiosk.booth.photo_files import ModelDigests
 from kiosk.processing.pipeline import SwapPipeline
 
 
@@ -196,7 +197,7 @@ def test_make_library_from_config(tmp_path):
 def test_decode_photo_bounds_memory_by_the_header(face_crops):
     import struct
 
-    from kiosk.booth.faces import PhotoError, decode_photo
+    from kiosk.booth.photo_files import PhotoError, decode_photo
 
     data = bytearray(cv2.imencode(".jpg", face_crops[0])[1].tobytes())
     sof = data.find(b"\xff\xc0")

@@ -23,7 +23,8 @@ import cv2
 import numpy as np
 import pytest
 
-from kiosk.booth.faces import FaceLibrary, PhotoError, decode_photo
+from kiosk.booth.faces import FaceLibrary
+from kiosk.booth.photo_files import PhotoError, decode_photo
 from kiosk.types import Face
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -546,7 +547,7 @@ def test_a_model_path_that_is_a_fifo_is_named_not_opened(tmp_path):
 
 
 def test_model_digests_never_block_on_a_fifo(tmp_path):
-    from kiosk.booth.faces import ModelDigests
+    from kiosk.booth.photo_files import ModelDigests
 
     fifo = _fifo(tmp_path / "inswapper_128.onnx")
     with pytest.raises(OSError, match="is a FIFO"):

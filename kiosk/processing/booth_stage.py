@@ -6,7 +6,8 @@ import hashlib
 import logging
 
 from kiosk.booth.controls import ControlState
-from kiosk.booth.faces import FaceLibrary, ModelDigests
+from kiosk.booth.faces import FaceLibrary
+from kiosk.booth.photo_files import ModelDigests
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ModelError
 from kiosk.processing.models import missing_models, missing_models_notice, model_paths
