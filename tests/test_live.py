@@ -14,7 +14,8 @@ import cv2
 import numpy as np
 import pytest
 
-from kiosk.capture.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker, apply_affine, compose
+from kiosk.capture.geometry import apply_affine, compose
+from kiosk.capture.live import LiveAnchor, LiveFace, LiveOptions, LiveTracker
 from kiosk.tools.motion_videos import (
     Clip,
     Scene,
@@ -259,7 +260,7 @@ def test_compose_order() -> None:
 
 
 def test_similarity_fit_recovers_a_known_motion() -> None:
-    from kiosk.capture.live import similarity
+    from kiosk.capture.geometry import similarity
 
     rng = np.random.default_rng(0)
     src = rng.uniform(0, 100, (30, 2))
@@ -269,7 +270,8 @@ def test_similarity_fit_recovers_a_known_motion() -> None:
 
 
 def test_a_tracker_error_still_publishes_the_frame_without_swaps(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kiosk.capture.live import AnchorSlot, LiveFeed, new_live_frame
+    from kiosk.capture.live import AnchorSlot, new_live_frame
+    from kiosk.capture.live_feed import LiveFeed
     from kiosk.sync import TripleBuffer
 
     anchors: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)

@@ -46,7 +46,8 @@ from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider
 from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
 from kiosk.booth.session import BoothSession
 from kiosk.booth.snapshots import SnapshotKeeper
-from kiosk.capture.live import AnchorSlot, LiveFeed, LiveFrame, LiveOptions, new_live_frame
+from kiosk.capture.live import AnchorSlot, LiveFrame, LiveOptions, new_live_frame
+from kiosk.capture.live_feed import LiveFeed
 from kiosk.capture.sources import Source, make_source
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig

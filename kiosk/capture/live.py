@@ -49,9 +49,8 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.inference.kernels import similarity as umeyama
+from kiosk.capture.geometry import apply_affine, compose, invert, similarity
 from kiosk.stats import LatencyRecorder
-from kiosk.sync import TripleBuffer
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 #: Lucas–Kanade window (pixels of the small grey image) and pyramid levels.
@@ -168,20 +167,6 @@ class LiveOptions:
     max_age_s: float = 0.0
 
 
-def _h(m: NDArray[np.float64]) -> NDArray[np.float64]:
-    return np.vstack([m, [0.0, 0.0, 1.0]])
-
-
-def compose(a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``a ∘ b`` for 2x3 affines (apply ``b`` first)."""
-    return (_h(a) @ _h(b))[:2]
-
-
-def apply_affine(m: NDArray[np.float64], pts: NDArray[np.floating]) -> NDArray[np.float64]:
-    p = np.asarray(pts, np.float64)
-    return p @ m[:, :2].T + m[:, 2]
-
-
 @dataclass(eq=False)
 class _Track:
     """A face followed from frame to frame, whichever result it belongs to (small-image pixels).
@@ -276,7 +261,7 @@ class LiveTracker:
 
     def _full(self, small: NDArray[np.float64]) -> NDArray[np.float64]:
         s = self._to_small()
-        return compose(_invert(s), compose(small, s))
+        return compose(invert(s), compose(small, s))
 
     def _grey(self, frame_bgr: FrameBGR) -> NDArray[np.uint8]:
         h, w = frame_bgr.shape[:2]
@@ -349,7 +334,7 @@ class LiveTracker:
             size = max(x1 - x0, y1 - y0, 4.0)
             best, best_d = None, 0.5 * size
             for tr in free:  # the live track that was on this face at the result's frame
-                at_n = compose(s, compose(tr.history[anchor.seq], _invert(s)))
+                at_n = compose(s, compose(tr.history[anchor.seq], invert(s)))
                 d = float(np.linalg.norm(apply_affine(at_n, tr.centre0[None])[0] - kps.mean(axis=0)))
                 if d < best_d:
                     best, best_d = tr, d
@@ -391,7 +376,7 @@ class LiveTracker:
         at_n = track.history.get(anchor.seq)
         if at_n is None or held.face is None or held.c_at_anchor is None:
             return True
-        kps = apply_affine(compose(at_n, _invert(held.c_at_anchor)), held.face.kps)
+        kps = apply_affine(compose(at_n, invert(held.c_at_anchor)), held.face.kps)
         centre = kps.mean(axis=0)
         size = float(
             max(held.face.box_xyxy[2] - held.face.box_xyxy[0], held.face.box_xyxy[3] - held.face.box_xyxy[1])
@@ -463,7 +448,7 @@ class LiveTracker:
         if len(fresh) == 0:
             return
         keep = tr.alive
-        back = apply_affine(_invert(tr.c_small), fresh).astype(np.float32)
+        back = apply_affine(invert(tr.c_small), fresh).astype(np.float32)
         tr.pts0 = np.concatenate([tr.pts0[keep], back])
         tr.pts = np.concatenate([tr.pts[keep], fresh])
         tr.alive = np.ones(len(tr.pts), bool)
@@ -554,7 +539,7 @@ class LiveTracker:
                 out.append(None)
             else:
                 states.append("")
-                out.append(compose(self._full(tr.c_small), _invert(c.c_at_anchor)))
+                out.append(compose(self._full(tr.c_small), invert(c.c_at_anchor)))
         n = len(self._carried)
         self.transforms = out[:n]
         self._kept_transforms = out[n:]
@@ -582,7 +567,7 @@ class LiveTracker:
             if at_new is None or at_old is None:
                 carried.append(None)
             else:
-                carried.append(apply_affine(compose(at_new, _invert(at_old)), face.kps))
+                carried.append(apply_affine(compose(at_new, invert(at_old)), face.kps))
         for nf in new.faces:
             width = float(nf.box_xyxy[2] - nf.box_xyxy[0])
             centre = nf.kps.mean(axis=0)
@@ -619,7 +604,7 @@ class LiveTracker:
             kps = apply_affine(t, f.kps).astype(np.float32)
             corners = apply_affine(t, f.box_xyxy.reshape(2, 2))
             box = np.array([*corners.min(axis=0), *corners.max(axis=0)], np.float32)
-            out.append(SwappedFace(f.crop_bgr, compose(f.affine, _invert(t)), Face(box, 1.0, kps), f.alpha))
+            out.append(SwappedFace(f.crop_bgr, compose(f.affine, invert(t)), Face(box, 1.0, kps), f.alpha))
 
     def swapped_share(self) -> float | None:
         """Share of face × frame shown swapped since the start (None before any face)."""
@@ -651,69 +636,3 @@ class LiveTracker:
             "track_ms_p95": r(self.track_ms.percentile(95)),
             "catch_up_ms_p50": r(self.catch_up_ms.percentile(50)),
         }
-
-
-def _invert(m: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Inverse of a 2x3 affine, in numpy (no C call: no GIL hand-over in the capture thread)."""
-    a = m[:, :2]
-    det = a[0, 0] * a[1, 1] - a[0, 1] * a[1, 0]
-    inv = np.array([[a[1, 1], -a[0, 1]], [-a[1, 0], a[0, 0]]]) / det
-    return np.hstack([inv, -(inv @ m[:, 2:])])
-
-
-def similarity(src: NDArray[np.float64], dst: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Least-squares similarity (rotation, uniform scale, shift) mapping ``src`` to ``dst`` (N, 2):
-    the pipeline's own compiled Umeyama (:func:`kiosk.inference.kernels.similarity`, which releases
-    the GIL); points that all coincide give the shift between their means."""
-    m = umeyama(src, dst)
-    if m is None:
-        ms, md = src.mean(axis=0), dst.mean(axis=0)
-        return np.array([[1.0, 0.0, md[0] - ms[0]], [0.0, 1.0, md[1] - ms[1]]])
-    return m
-
-
-class LiveFeed:
-    """The capture thread's part of live mode: take new anchors, track, publish the live frame."""
-
-    def __init__(
-        self,
-        anchors: TripleBuffer[AnchorSlot],
-        out: TripleBuffer[LiveFrame],
-        opts: LiveOptions | None = None,
-    ) -> None:
-        self.anchors = anchors
-        self.out = out
-        self.tracker = LiveTracker(opts)
-
-    def on_frame(self, frame_bgr: FrameBGR, seq: int, t_capture: float) -> None:
-        """Publish ``frame_bgr`` for the display with the faces carried onto it.
-
-        If the tracker raises, the frame is still published (with the real faces: no swap on it)
-        and the tracker starts afresh, so the screen never freezes on a tracker bug; the error is
-        raised again afterwards for the capture thread to count and log."""
-        slot = self.anchors.read()
-        if slot is not None and slot.anchor is not None:
-            self.tracker.submit(slot.anchor)
-        tracker = self.tracker
-        live = self.out.write_slot()
-        error: Exception | None = None
-        try:
-            tracker.update(frame_bgr, seq, t_capture)
-            tracker.carried_faces(live.faces)
-        except Exception as exc:
-            error = exc
-            live.faces.clear()
-            self.tracker = LiveTracker(tracker.opts)
-        if live.frame_bgr.shape != frame_bgr.shape:
-            live.frame_bgr = np.empty_like(frame_bgr)
-        np.copyto(live.frame_bgr, frame_bgr)
-        live.seq, live.t_capture = seq, t_capture
-        anchor = tracker.anchor if error is None else None
-        live.anchor_seq = anchor.seq if anchor is not None else -1
-        live.anchor_t_capture = anchor.t_capture if anchor is not None else 0.0
-        states = tracker.face_states if error is None else []
-        live.real_reasons = tuple(why for why in states if why)
-        live.faces_untrusted = len(live.real_reasons)
-        self.out.publish()
-        if error is not None:
-            raise error

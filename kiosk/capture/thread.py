@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from kiosk.capture.live import LiveFeed
+from kiosk.capture.live_feed import LiveFeed
 from kiosk.capture.sources import Source, SourceError
 from kiosk.config import SourceConfig
 from kiosk.stats import RateMeter
