@@ -14,9 +14,10 @@ from inference_fixtures import make_cfg
 from kiosk.booth.controls import ControlState
 from kiosk.booth.faces import FaceEntry, LibrarySnapshot
 from kiosk.processing.assign import VisitorFaces
-from kiosk.processing.pipeline import SwapPipeline, TrackingOptions
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.swap_stage import SwapProcessor
 from kiosk.processing.thread import new_swap_result
+from kiosk.processing.tracking import TrackingOptions
 from kiosk.types import Face
 
 

@@ -12,8 +12,8 @@ from kiosk.config import KioskConfig
 from kiosk.inference.color import ColorOptions
 from kiosk.inference.mask import MaskOptions
 from kiosk.inference.sessions import ProviderOptions
-from kiosk.processing.pipeline import TrackingOptions
 from kiosk.processing.thread import ErrorPolicy
+from kiosk.processing.tracking import TrackingOptions
 from kiosk.render.options import DisplayOptions
 
 DEFAULTS = KioskConfig()

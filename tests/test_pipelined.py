@@ -14,10 +14,11 @@ from inference_fixtures import *  # noqa: F403
 from inference_fixtures import make_cfg
 
 from kiosk.config import KioskConfig
-from kiosk.processing.pipeline import SwapPipeline, TrackingOptions
+from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.pipelined import PipelinedDetection
 from kiosk.processing.swap_stage import SwapProcessor
 from kiosk.processing.thread import new_swap_result
+from kiosk.processing.tracking import TrackingOptions
 
 LATENT = np.full((1, 512), 512**-0.5, np.float32)
 

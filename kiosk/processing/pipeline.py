@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.config import KioskConfig, ProcessingConfig
+from kiosk.config import KioskConfig
 from kiosk.inference import color as color_mod
 from kiosk.inference import mask as mask_mod
 from kiosk.inference.align import align_matrix, arcface_template
@@ -44,7 +44,7 @@ from kiosk.inference.specs import Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.processing.face_search import detect_and_track, roi_geometry, select_faces
 from kiosk.processing.models import model_paths, open_detector, open_parser, swapper_mode
-from kiosk.processing.tracking import FaceTracker, Policy, Track
+from kiosk.processing.tracking import FaceTracker, Policy, Track, TrackingOptions
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace
 
 log = logging.getLogger(__name__)
@@ -76,27 +76,6 @@ class StageTimes:
     session_ms: float = 0.0
     total_ms: float = 0.0
     full_detection: bool = True
-
-
-@dataclass(frozen=True)
-class TrackingOptions:
-    """How :class:`SwapPipeline` follows faces between frames (``processing.*`` in the config)."""
-
-    detect_every: int = 5
-    roi_det_size: int = 192
-    min_cutoff: float = 0.5
-    beta: float = 0.07
-    hold_frames: int = 5
-
-    @classmethod
-    def of(cls, proc: ProcessingConfig) -> TrackingOptions:
-        return cls(
-            detect_every=proc.detect_every,
-            roi_det_size=proc.roi_det_size,
-            min_cutoff=proc.smoothing_min_cutoff,
-            beta=proc.smoothing_beta,
-            hold_frames=proc.hold_frames,
-        )
 
 
 @dataclass(frozen=True)

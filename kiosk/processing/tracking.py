@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -123,6 +123,28 @@ class _TrackState:
             return pts
         dt = min(max(t - self.t, 0.0), 0.5)
         return pts + vel * dt
+
+
+@dataclass(frozen=True)
+class TrackingOptions:
+    """How :class:`~kiosk.processing.pipeline.SwapPipeline` follows faces between frames (``processing.*`` in the config)."""
+
+    detect_every: int = 5
+    roi_det_size: int = 192
+    min_cutoff: float = 0.5
+    beta: float = 0.07
+    hold_frames: int = 5
+
+    @classmethod
+    def of(cls, proc: Any) -> TrackingOptions:
+        """From the ``processing:`` config section."""
+        return cls(
+            detect_every=proc.detect_every,
+            roi_det_size=proc.roi_det_size,
+            min_cutoff=proc.smoothing_min_cutoff,
+            beta=proc.smoothing_beta,
+            hold_frames=proc.hold_frames,
+        )
 
 
 class FaceTracker:
