@@ -15,11 +15,12 @@ models a config needs, and opening them, is :mod:`kiosk.processing.models`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
@@ -44,57 +45,13 @@ from kiosk.inference.specs import Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
 from kiosk.processing.face_search import detect_and_track, roi_geometry, select_faces
 from kiosk.processing.models import model_paths, open_detector, open_parser, swapper_mode
+from kiosk.processing.timing import Detection, StageTimes, Stopwatch
 from kiosk.processing.tracking import FaceTracker, Policy, Track, TrackingOptions
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class StageTimes:
-    """Milliseconds spent per stage in the last :meth:`SwapPipeline.process` call (summed over faces).
-
-    ``detect_ms`` includes the region detections and the tracker's update when tracking is on
-    (``track_ms`` is the tracker's own share). ``session_ms`` is the time spent inside ONNX Runtime
-    (``session.run``) over all models; ``total_ms`` the whole call, so ``total_ms - session_ms`` is
-    the pipeline's own overhead. ``full_detection``: the full frame was searched this frame.
-    """
-
-    detect_ms: float = 0.0
-    align_ms: float = 0.0
-    swap_ms: float = 0.0
-    enhance_ms: float = 0.0
-    paste_ms: float = 0.0
-    #: Building the per-face alpha (face shape, mouth, occlusion; 0 for the cached box) and
-    #: asking the face parser for occlusion masks.
-    mask_ms: float = 0.0
-    #: Colour correction of the swapped crops.
-    color_ms: float = 0.0
-    faces: int = 0
-    extra: dict[str, float] = field(default_factory=dict)
-    track_ms: float = 0.0
-    session_ms: float = 0.0
-    total_ms: float = 0.0
-    full_detection: bool = True
-
-
-@dataclass(frozen=True)
-class Detection:
-    """One frame's faces to swap (detected, tracked, chosen by the policy) and what finding them
-    cost: :meth:`SwapPipeline.find_faces`, handed to :meth:`SwapPipeline.process_into` by a
-    pipelined processor (:mod:`kiosk.processing.pipelined`)."""
-
-    faces: list[Face]
-    detect_ms: float = 0.0
-    track_ms: float = 0.0
-    session_ms: float = 0.0
-    full_detection: bool = True
-    #: Each face's track id (None without tracking): colour correction and per-visitor faces follow it.
-    ids: tuple[int | None, ...] = ()
-
-
-#: Crop buffers per face in flight: a returned crop stays valid for this many calls minus one
-#: (the processing triple buffer holds at most three results).
 CROP_RING = 4
 
 
@@ -465,95 +422,39 @@ class SwapPipeline:
         self.face_keys = (
             [key for _, key in sources] if sources is not None else [self._source_key or ""] * len(faces)
         )
+        t_frame = t0 if t is None else t
         result: list[SwappedFace] = []
         for i, face in enumerate(faces):
-            a = time.perf_counter()
+            watch = Stopwatch()
+            buffer = functools.partial(self._crop_buffer, i, spare=spare)  # this face's crop/alpha arrays
             latent = sources[i][0] if sources is not None else self._latent
-            res = self.swap_resolution
-            if res == self.swapper.size_px and isinstance(self.swapper, InSwapper):
-                affine = self.swapper.align(frame_bgr, face.kps)
-                b = time.perf_counter()
-                crop = self.swapper.to_bgr(
-                    self.swapper.infer(latent), self._crop_buffer(i, (res, res, 3), spare)
-                )
-            else:
-                affine = self.swapper.align_tiles(frame_bgr, face.kps, res)
-                b = time.perf_counter()
-                crop = self.swapper.infer_tiles(latent, self._crop_buffer(i, (res, res, 3), spare))
-            c = time.perf_counter()
-            size = crop.shape[0]
-            occlusion = None
-            if use_occlusion:
-                assert self.face_parser is not None
-                occlusion = self.face_parser.face_mask(frame_bgr, face, size)
-            kps_crop = crop_keypoints(face.kps, affine) if per_face_alpha else None
-            alpha = self.masks.alpha(
-                size,
-                kps_crop,
-                occlusion,
-                self._crop_buffer(i, (size, size), spare) if per_face_alpha else None,
+            affine, crop = self._swap_face(frame_bgr, face, latent, buffer, watch, times)
+            occlusion, alpha = self._face_alpha(
+                frame_bgr, face, crop, affine, buffer, use_occlusion, per_face_alpha
             )
-            c1 = time.perf_counter()
-            if self.color.options.enabled:
-                key = self._face_ids[i] if i < len(self._face_ids) else None
-                visitor = (
-                    self.swapper.aligned_crop if size == self.swapper.size_px else self.swapper.tiles_crop
-                )
-                self.color.correct(visitor, crop, alpha, key, t0 if t is None else t)
-            c2 = time.perf_counter()
+            times.mask_ms += watch.lap()
+            self._correct_colour(i, crop, alpha, t_frame)
+            times.color_ms += watch.lap()
             swap_box = None
             if paste:
                 assert out_bgr is not None
                 swap_box = self._paste.paste(out_bgr, crop, affine, alpha)
-            d = time.perf_counter()
-            times.align_ms += (b - a) * 1e3
-            times.swap_ms += (c - b) * 1e3
-            times.mask_ms += (c1 - c) * 1e3
-            times.color_ms += (c2 - c1) * 1e3
-            if paste:
-                times.paste_ms += (d - c2) * 1e3
+                times.paste_ms += watch.lap()
             if self.enhance and self.enhancer is not None:
-                # The enhancer restores the swapped face: it reads the composited frame (CPU) or,
-                # without paste-back, the swapped crop pasted into a face-sized scratch frame.
-                source = (
-                    out_bgr
-                    if paste and out_bgr is not None
-                    else self._paste_scratch(frame_bgr, crop, affine, face.kps, alpha)
+                crop, affine, alpha = self._enhance_face(
+                    frame_bgr,
+                    out_bgr if paste else None,
+                    face,
+                    crop,
+                    affine,
+                    alpha,
+                    occlusion,
+                    swap_box,
+                    buffer,
+                    per_face_alpha,
+                    watch,
+                    times,
                 )
-                esize = self.enhancer.size_px
-                swap_affine = affine
-                crop, affine = self.enhancer.enhance(
-                    source, face.kps, self.enhance_blend, out=self._crop_buffer(i, (esize, esize, 3), spare)
-                )
-                e = time.perf_counter()
-                if per_face_alpha:
-                    occ = (
-                        None
-                        if occlusion is None
-                        else self._occlusion_into(occlusion, swap_affine, affine, esize)
-                    )
-                    alpha = self.masks.alpha(
-                        esize,
-                        crop_keypoints(face.kps, affine),
-                        occ,
-                        self._crop_buffer(i, (esize, esize), spare),
-                    )
-                else:
-                    alpha = self.masks.alpha(esize, None)
-                e1 = time.perf_counter()
-                if paste:
-                    assert out_bgr is not None
-                    # The enhanced crop goes over the camera frame, as in the composite shader:
-                    # not over the swapped crop too (that would blend the feathered edge twice).
-                    if swap_box is not None:
-                        x0, y0, x1, y1 = swap_box
-                        out_bgr[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
-                    self._paste.paste(out_bgr, crop, affine, alpha)
-                f = time.perf_counter()
-                times.enhance_ms += (e - d) * 1e3
-                times.mask_ms += (e1 - e) * 1e3
-                if paste:
-                    times.paste_ms += (f - e1) * 1e3
             result.append(SwappedFace(crop_bgr=crop, affine=affine, face=face, alpha=alpha))
         if self.color.options.enabled:
             self.color.forget_except({k for k in self._face_ids if k is not None})
@@ -564,6 +465,105 @@ class SwapPipeline:
             times.session_ms += detected.session_ms
         self.times = times
         return result
+
+    def _swap_face(
+        self,
+        frame_bgr: FrameBGR,
+        face: Face,
+        latent: NDArray[np.float32],
+        buffer: Callable[[tuple[int, ...]], NDArray[np.uint8]],
+        watch: Stopwatch,
+        times: StageTimes,
+    ) -> tuple[Affine2x3, FrameBGR]:
+        """Align the visitor's face (``align_ms``) and swap the source in (``swap_ms``): the
+        frame→crop affine and the swapped crop at ``swap_resolution``."""
+        res = self.swap_resolution
+        if res == self.swapper.size_px and isinstance(self.swapper, InSwapper):
+            affine = self.swapper.align(frame_bgr, face.kps)
+            times.align_ms += watch.lap()
+            crop = self.swapper.to_bgr(self.swapper.infer(latent), buffer((res, res, 3)))
+        else:
+            affine = self.swapper.align_tiles(frame_bgr, face.kps, res)
+            times.align_ms += watch.lap()
+            crop = self.swapper.infer_tiles(latent, buffer((res, res, 3)))
+        times.swap_ms += watch.lap()
+        return affine, crop
+
+    def _face_alpha(
+        self,
+        frame_bgr: FrameBGR,
+        face: Face,
+        crop: FrameBGR,
+        affine: Affine2x3,
+        buffer: Callable[[tuple[int, ...]], NDArray[np.uint8]],
+        use_occlusion: bool,
+        per_face_alpha: bool,
+    ) -> tuple[NDArray[np.float32] | None, NDArray[np.uint8]]:
+        """The crop's blend mask (face shape, mouth, occlusion): ``(occlusion, alpha)``."""
+        size = crop.shape[0]
+        occlusion = None
+        if use_occlusion:
+            assert self.face_parser is not None
+            occlusion = self.face_parser.face_mask(frame_bgr, face, size)
+        kps_crop = crop_keypoints(face.kps, affine) if per_face_alpha else None
+        alpha = self.masks.alpha(size, kps_crop, occlusion, buffer((size, size)) if per_face_alpha else None)
+        return occlusion, alpha
+
+    def _correct_colour(self, i: int, crop: FrameBGR, alpha: NDArray[np.uint8], t: float) -> None:
+        """Match the swapped crop's colour to the visitor's own face (per track), in place."""
+        if not self.color.options.enabled:
+            return
+        key = self._face_ids[i] if i < len(self._face_ids) else None
+        size = crop.shape[0]
+        visitor = self.swapper.aligned_crop if size == self.swapper.size_px else self.swapper.tiles_crop
+        self.color.correct(visitor, crop, alpha, key, t)
+
+    def _enhance_face(
+        self,
+        frame_bgr: FrameBGR,
+        out_bgr: FrameBGR | None,
+        face: Face,
+        crop: FrameBGR,
+        affine: Affine2x3,
+        alpha: NDArray[np.uint8],
+        occlusion: NDArray[np.float32] | None,
+        swap_box: tuple[int, int, int, int] | None,
+        buffer: Callable[[tuple[int, ...]], NDArray[np.uint8]],
+        per_face_alpha: bool,
+        watch: Stopwatch,
+        times: StageTimes,
+    ) -> tuple[FrameBGR, Affine2x3, NDArray[np.uint8]]:
+        """Restore the swapped face (``enhance_ms``), its mask at the enhancer's size (``mask_ms``)
+        and, with ``out_bgr``, its paste over the camera frame (``paste_ms``): the enhanced crop,
+        its affine and alpha.
+
+        The enhancer reads the composited frame (CPU paste-back) or, without it, the swapped crop
+        pasted into a face-sized scratch frame."""
+        assert self.enhancer is not None
+        source = (
+            out_bgr if out_bgr is not None else self._paste_scratch(frame_bgr, crop, affine, face.kps, alpha)
+        )
+        esize = self.enhancer.size_px
+        swap_affine = affine
+        crop, affine = self.enhancer.enhance(
+            source, face.kps, self.enhance_blend, out=buffer((esize, esize, 3))
+        )
+        times.enhance_ms += watch.lap()
+        if per_face_alpha:
+            occ = None if occlusion is None else self._occlusion_into(occlusion, swap_affine, affine, esize)
+            alpha = self.masks.alpha(esize, crop_keypoints(face.kps, affine), occ, buffer((esize, esize)))
+        else:
+            alpha = self.masks.alpha(esize, None)
+        times.mask_ms += watch.lap()
+        if out_bgr is not None:
+            # The enhanced crop goes over the camera frame, as in the composite shader: not over
+            # the swapped crop too (that would blend the feathered edge twice).
+            if swap_box is not None:
+                x0, y0, x1, y1 = swap_box
+                out_bgr[y0:y1, x0:x1] = frame_bgr[y0:y1, x0:x1]
+            self._paste.paste(out_bgr, crop, affine, alpha)
+            times.paste_ms += watch.lap()
+        return crop, affine, alpha
 
     def find_faces(self, frame_bgr: FrameBGR, t: float | None = None) -> Detection:
         """The first stage of :meth:`process_into` on its own: this frame's faces and their cost.

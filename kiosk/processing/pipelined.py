@@ -26,7 +26,8 @@ import numpy as np
 
 from kiosk.config import KioskConfig
 from kiosk.processing.models import open_detector
-from kiosk.processing.pipeline import Detection, SwapPipeline
+from kiosk.processing.pipeline import SwapPipeline
+from kiosk.processing.timing import Detection
 from kiosk.types import FrameBGR
 
 log = logging.getLogger(__name__)
