@@ -23,9 +23,22 @@ def test_specs_are_well_formed() -> None:
 
 
 def test_default_files_are_known() -> None:
+    """Every default is a known file with a hash and a source; the detector's ``auto`` is the neural
+    swap's det_10g (fetched) or the YuNet the package carries (hash checked, nothing to fetch)."""
+    from kiosk.inference.specs import BUNDLED_DETECTOR
+    from kiosk.processing.models import AUTO, NEURAL_DEFAULTS
+
     defaults = ModelsConfig()
     for role in ROLES:
         name = getattr(defaults, role)
+        if name == AUTO:
+            assert role in NEURAL_DEFAULTS, f"{role} has no auto choice"
+            neural = spec_for_file(role, NEURAL_DEFAULTS[role])
+            assert neural.sha256 is not None and neural.urls, f"{role} auto's neural file has no hash or URL"
+            if role == "detector":
+                bundled = spec_for_file(role, BUNDLED_DETECTOR.split("/")[-1])
+                assert bundled.sha256 is not None, f"the bundled {BUNDLED_DETECTOR} has no hash"
+            continue
         spec = spec_for_file(role, name)
         assert spec.sha256 is not None and spec.urls, f"{role} default {name} has no hash or URL"
 
