@@ -15,6 +15,11 @@ class ModelCorruptError(ModelError):
     """The model file exists but is not a loadable ONNX graph (truncated, wrong file, ...)."""
 
 
+class ModelResourceError(ModelError):
+    """The model is fine but the process hit a system limit opening it (file descriptors, memory):
+    the message names the limit and how to raise it, never "delete the file"."""
+
+
 class ModelSignatureError(ModelError):
     """The ONNX graph loads but its inputs/outputs do not match the role's contract."""
 

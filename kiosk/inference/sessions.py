@@ -21,8 +21,9 @@ import onnxruntime as ort
 from numpy.typing import NDArray
 
 from kiosk.inference import ortlog
-from kiosk.inference.errors import ModelCorruptError, ModelMissingError
+from kiosk.inference.errors import ModelCorruptError, ModelMissingError, ModelResourceError
 from kiosk.inference.gpu_runtime import GPU_PROVIDERS, preload_gpu_libraries
+from kiosk.util import heartbeat, limits
 from kiosk.util.errors import one_line
 from kiosk.util.files import regular_file_kind, shown
 from kiosk.util.options import copy_fields
@@ -156,6 +157,14 @@ def _session_options(cfg: ProviderOptions) -> ort.SessionOptions:
     return so
 
 
+def _raise_if_limit(exc: BaseException, path: Path) -> None:
+    """A failed load that a system limit explains (ONNX Runtime says "system error number 24" for
+    EMFILE, "bad allocation" for ENOMEM) is that limit, not a corrupt file."""
+    problem = limits.limit_problem(exc, what=f"{path}: cannot load the model", fds=limits.MODEL_FDS)
+    if problem:
+        raise ModelResourceError(problem) from None
+
+
 def create_session(
     path: str | Path,
     providers_cfg: ProviderOptions,
@@ -184,6 +193,7 @@ def create_session(
         try:
             session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
         except Exception as exc:  # onnxruntime raises several unrelated exception types
+            _raise_if_limit(exc, p)
             first = one_line(exc)
             if len(requested) <= 1:
                 raise ModelCorruptError(
@@ -192,7 +202,8 @@ def create_session(
             # A GPU provider may fail while building (e.g. TensorRT); try CPU before blaming the file.
             try:
                 session = ort.InferenceSession(str(p), sess_options=so, providers=[CPU])
-            except Exception:
+            except Exception as cpu_exc:
+                _raise_if_limit(cpu_exc, p)
                 raise ModelCorruptError(
                     f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
                 ) from None
@@ -362,15 +373,29 @@ class SessionRunner:
         self._fixed_outputs = _fixed_output_signature(session, self.output_names)
 
     def run(self, feeds: Mapping[str, NDArray[Any]]) -> list[NDArray[Any]]:
-        """The outputs, in ``output_names`` order."""
-        t0 = time.perf_counter()
+        """The outputs, in ``output_names`` order. The call is one unit of the calling thread's
+        heartbeat (:mod:`kiosk.util.heartbeat`): the stall supervisor bounds it by what this
+        model's recent calls took, not the whole frame by ``stall_s``."""
+        hb = heartbeat.current()
+        if hb is not None and hb.in_unit:
+            hb = None  # nested: counted as the outer unit
+        t0 = hb.begin_unit(self, self.name) if hb is not None else time.perf_counter()
         try:
             if not self.iobinding:
                 return list(self.session.run(self.output_names, dict(feeds)))
             return self._run_bound(feeds)
         finally:
-            self.run_ms += (time.perf_counter() - t0) * 1e3
+            t1 = time.perf_counter()
+            if hb is not None:
+                hb.end_unit(self, t0, t1)
+            self.run_ms += (t1 - t0) * 1e3
             self.runs += 1
+
+    @property
+    def name(self) -> str:
+        """The model's file name (for the stall supervisor's log line), else its provider."""
+        path = getattr(self.session, "_model_path", None)
+        return Path(path).name if isinstance(path, str) and path else self.provider
 
     def _run_bound(self, feeds: Mapping[str, NDArray[Any]]) -> list[NDArray[Any]]:
         key = tuple((k, id(v), v.shape, v.dtype) for k, v in feeds.items())

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.render.options import DisplayOptions
+from kiosk.util import limits
 from kiosk.util.errors import one_line
 
 log = logging.getLogger(__name__)
@@ -111,13 +112,33 @@ class OffscreenSurface:
         release_standalone_context(self.ctx)
 
 
+def _limit_error(exc: BaseException | None, what: str) -> DisplayError | None:
+    """A DisplayError naming the resource limit that explains a failed context, if one does:
+    glcontext reports EMFILE as "cannot find libGL" and Mesa low memory as a failed EGL init."""
+    problem = limits.limit_problem(exc, what=what, fds=limits.GL_FDS, memory=limits.GL_ADDRESS_SPACE)
+    return DisplayError(problem) if problem else None
+
+
+def _check_gl_headroom(what: str) -> None:
+    """Refuse a GL context the limits leave no room for (llvmpipe segfaults while compiling
+    shaders under a tight ``ulimit -v`` instead of failing)."""
+    problem = limits.check_headroom(what, memory=limits.GL_ADDRESS_SPACE)
+    if problem:
+        raise DisplayError(problem)
+
+
 def _standalone_context() -> moderngl.Context:
+    what = "cannot create an offscreen OpenGL 3.3 context"
+    _check_gl_headroom(what)
     errors = []
     for backend in ("egl", None):
         options: dict[str, Any] = {} if backend is None else {"backend": backend}
         try:
             return moderngl.create_standalone_context(require=_GL_VERSION, **options)
         except Exception as exc:  # moderngl/glcontext raise plain Exception subclasses
+            limit = _limit_error(exc, what)
+            if limit is not None:
+                raise limit from None
             errors.append(f"{backend or 'default'}: {one_line(exc)}")
     raise DisplayError(
         "cannot create an offscreen OpenGL 3.3 context ("
@@ -178,12 +199,22 @@ class Window:
             raise DisplayError(
                 "cannot open a window: no display (DISPLAY unset). Run with --headless or start X"
             )
-        import glfw
+        _check_gl_headroom("cannot open a window")
+        try:
+            import glfw  # finds libglfw by running a child process (pipes: descriptors)
+        except OSError as exc:
+            limit = _limit_error(exc, "cannot open a window")
+            if limit is not None:
+                raise limit from None
+            raise DisplayError(f"cannot open a window: glfw could not load ({exc})") from None
 
         self._glfw = glfw
         self._errors: list[str] = []
         glfw.set_error_callback(self._on_glfw_error)
         if not glfw.init():
+            limit = _limit_error(None, "cannot open a window")
+            if limit is not None:
+                raise limit
             raise DisplayError(
                 f"cannot open a window: glfw could not start ({self._last_error()}). Run with --headless"
             )
@@ -205,6 +236,9 @@ class Window:
         except Exception as exc:
             glfw.destroy_window(self._window)
             glfw.terminate()
+            limit = _limit_error(exc, "cannot open a window")
+            if limit is not None:
+                raise limit from None
             raise DisplayError(f"cannot open a window: no OpenGL 3.3 context ({exc})") from None
         self.fullscreen = display.fullscreen
         log.info(
@@ -258,6 +292,9 @@ class Window:
             glfw.window_hint(glfw.REFRESH_RATE, mode.refresh_rate)
         window = glfw.create_window(width, height, display.title, monitor, None)
         if not window:
+            limit = _limit_error(None, "cannot open a window")
+            if limit is not None:
+                raise limit
             raise DisplayError(f"cannot open a window: {self._last_error()} (an OpenGL 3.3 driver is needed)")
         return window
 
