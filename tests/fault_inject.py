@@ -8,6 +8,9 @@ As a program (a real ``kiosk`` process, for exit status and the watchdog)::
     python tests/fault_inject.py --hang-after 30 --mark FILE -- run --config booth.yaml --headless
 
 hangs every swapper call after the first 30 and writes ``time.time()`` of the first hang to FILE.
+``--native-hang-after N`` hangs them inside ONNX Runtime instead (a model whose ``Loop`` never
+ends: the thread sits in native code, which no interpreter teardown survives), and
+``--slow-s S`` makes every swapper call take S seconds longer (a slow but progressing stage).
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class Faults:
         self.hang_next = 0  # the next N calls never return (until release)
         self.hang_after = -1  # every call after this many calls hangs (-1: off)
         self.mark: Path | None = None  # file that gets time.time() of the first hang
+        #: A hang runs a never-ending model in ONNX Runtime (native code), on inference threads only.
+        self.native = False
+        self.slow_s = 0.0  # every swapper call sleeps this long first (slow, not hung)
         self.calls = 0
         self.failed = 0
         self.hung = 0
@@ -56,6 +62,8 @@ class Faults:
             session._fault_is_swapper = flag
         if not flag:
             return
+        if self.native and threading.current_thread().name != "inference":
+            return  # native hangs hit the stage's calls, not a loader's warm-up: the rebuild works
         with self._lock:
             self.calls += 1
             hang = self.hang_next > 0 or (self.hang_after >= 0 and self.calls > self.hang_after)
@@ -77,8 +85,12 @@ class Faults:
             if fail:
                 self.failed += 1
         if hang:
+            if self.native:
+                native_hang()  # never returns
             self.release.wait()
             raise RuntimeError("injected hang released")
+        if self.slow_s:
+            native_busy(self.slow_s)
         if fail:
             raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
 
@@ -100,6 +112,59 @@ class Faults:
         else:
             monkeypatch.setattr(ort.InferenceSession, "run", wrapped_run)
             monkeypatch.setattr(ort.InferenceSession, "run_with_iobinding", wrapped_bound)
+
+
+def loop_model() -> bytes:
+    """An ONNX graph whose ``Loop`` runs ``M`` times (an int64 input; about a microsecond each):
+    ``session.run`` stays in native code as long as asked."""
+    from onnx import TensorProto, helper
+
+    def value(name: str, kind: int) -> Any:
+        return helper.make_tensor_value_info(name, kind, [])
+
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Add", ["v_in", "one"], ["v_out"]),
+        ],
+        "body",
+        [value("i", TensorProto.INT64), value("cond_in", TensorProto.BOOL), value("v_in", TensorProto.FLOAT)],
+        [value("cond_out", TensorProto.BOOL), value("v_out", TensorProto.FLOAT)],
+        [helper.make_tensor("one", TensorProto.FLOAT, [], [1.0])],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["M", "C", "x"], ["y"], body=body)],
+        "loop",
+        [value("M", TensorProto.INT64), value("x", TensorProto.FLOAT)],
+        [value("y", TensorProto.FLOAT)],
+        [helper.make_tensor("C", TensorProto.BOOL, [], [True])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return bytes(model.SerializeToString())
+
+
+_run = ort.InferenceSession.run  # the real one, whatever is wrapped later
+_busy_session: Any = None
+
+
+def native_busy(seconds: float) -> None:
+    """Spend about ``seconds`` inside ONNX Runtime (a slow model call that returns: a CPU fallback),
+    in runs of about 20 ms of one session that the module holds, as a stage holds its models."""
+    global _busy_session
+    if _busy_session is None:
+        _busy_session = ort.InferenceSession(loop_model(), providers=["CPUExecutionProvider"])
+    feeds = {"M": np.array(20_000, np.int64), "x": np.array(0.0, np.float32)}
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        _run(_busy_session, None, feeds)
+
+
+def native_hang() -> None:
+    """Keep the calling thread inside ONNX Runtime for good (:func:`native_busy` without end). At
+    interpreter teardown its session is destroyed under the thread (``terminate called without an
+    active exception``, status 134), which a clean exit never lets happen."""
+    native_busy(float("inf"))
 
 
 def swapped(rgb: np.ndarray) -> bool:
@@ -238,6 +303,11 @@ def main(argv: list[str]) -> int:
     for flag, value in zip(args[::2], args[1::2], strict=True):
         if flag == "--hang-after":
             faults.hang_after = int(value)
+        elif flag == "--native-hang-after":
+            faults.hang_after = int(value)
+            faults.native = True
+        elif flag == "--slow-s":
+            faults.slow_s = float(value)
         elif flag == "--mark":
             faults.mark = Path(value)
     faults.install()

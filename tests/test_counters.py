@@ -8,6 +8,7 @@ import time
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import KioskConfig
+from kiosk.util.heartbeat import Bounds
 
 
 def _app() -> KioskApp:
@@ -36,14 +37,14 @@ def test_a_hung_processing_call_shows_stalled_and_no_rate_everywhere() -> None:
     app = _app()
     now = time.perf_counter()  # the threads' clock: STATUS and stats read it themselves
     _processed_at_30_fps(app, now - 0.7)
-    app.inference.busy_allowance = 0.5
-    app.inference.busy_since = now - 0.7
+    app.inference.heartbeat.bounds = Bounds(stall_s=0.5)
+    app.inference.heartbeat.begin_frame(now - 0.7)
     c = app.counters(now)
     assert c.processing.stalled_for_s > 0.5 and c.processing.fps_now == 0.0
     assert "stalled" in _process_line(app, now)
     assert "process stalled" in app.status_text(), app.status_text()
     assert app.stats()["fps_now"]["processing"] == 0.0
-    app.inference.busy_since = 0.0  # the call returned: the rate is back
+    app.inference.heartbeat.end_frame(now - 0.69)  # the call returned: the rate is back
     assert app.counters(now).processing.fps_now > 20
 
 
@@ -64,8 +65,8 @@ def test_processed_frames_and_times_keep_counting_across_an_abandoned_thread() -
     try:
         now = time.perf_counter()
         _processed_at_30_fps(app, now - 6.0)
-        app.inference.busy_allowance = 0.5
-        app.inference.busy_since = now - 5.9
+        app.inference.heartbeat.bounds = Bounds(stall_s=0.5)
+        app.inference.heartbeat.begin_frame(now - 5.9)
         before = app.stats()
         app._check_pipeline(now)  # abandons the hung thread; a fresh one takes over
         assert app.abandoned_threads == 1

@@ -44,6 +44,9 @@ class ProcessingCounters:
     no_result_s: float
     #: The thread died while the kiosk runs (the supervisor starts a new one within a second).
     dead: bool
+    #: Seconds a frame takes while the stage is slow but progressing (every model call returns;
+    #: at least heartbeat.SLOW_FRAME_S); 0 otherwise. Never abandoned, reported as "slow".
+    slow_frame_s: float
     unrecovered_s: float
     process_p50: float | None
     process_p95: float | None
@@ -195,6 +198,8 @@ def stats_dict(c: Counters) -> dict[str, Any]:
             "gpu_requested": proc.gpu_requested,
             "gpu_fallback": proc.gpu_fallback,
             "stalled_s": round(proc.no_result_s, 2),
+            "state": processing_state(c),
+            "slow_frame_s": round(proc.slow_frame_s, 2),
             "problem": proc.problem,
             "build_failures": proc.build_failures,
             "abandoned_threads": proc.abandoned_threads,
@@ -217,20 +222,45 @@ def stats_dict(c: Counters) -> dict[str, Any]:
     }
 
 
-def process_rate_text(c: Counters) -> str:
-    """The processing rate, or how long it has been stalled: never a stopped thread's old rate."""
+def slow_text(seconds: float) -> str:
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
+
+
+def processing_state(c: Counters) -> str:
+    """``stalled`` (a unit of stage work hung past its bound, or not recovered yet), ``stopped``
+    (the thread died), ``slow`` (progressing, at least SLOW_FRAME_S a frame) or ``ok``."""
     proc = c.processing
     if proc.stalled_for_s:
-        return f"stalled ({proc.stalled_for_s:.0f} s)"
+        return "stalled"
     if proc.dead:
+        return "stopped"
+    if proc.slow_frame_s:
+        return "slow"
+    return "ok"
+
+
+def _degraded(c: Counters) -> bool:
+    return processing_state(c) != "ok"
+
+
+def process_rate_text(c: Counters) -> str:
+    """The processing rate, or how long it has been stalled, or how slow it is: never a stopped
+    thread's old rate."""
+    proc = c.processing
+    state = processing_state(c)
+    if state == "stalled":
+        return f"stalled ({proc.stalled_for_s:.0f} s)"
+    if state == "stopped":
         return "stopped (restarting)"
+    if state == "slow":
+        return f"slow ({slow_text(proc.slow_frame_s)} a frame)"
     return f"{proc.fps_now:5.1f} fps"
 
 
 def debug_lines(c: Counters) -> list[str]:
     """The debug overlay's lines (``overlay.debug`` / the toggle_debug action)."""
     cap, proc, ren = c.capture, c.processing, c.render
-    if proc.stalled_for_s or proc.dead:
+    if _degraded(c):
         process = f"process  {process_rate_text(c)}"
     else:
         process = f"process  {process_rate_text(c)}  " + (
@@ -278,7 +308,7 @@ def debug_lines(c: Counters) -> list[str]:
 def status_line(c: Counters) -> str:
     """One line for systemd's ``STATUS=`` (``systemctl status faceswap-kiosk``)."""
     cap, proc = c.capture, c.processing
-    process = process_rate_text(c) if proc.stalled_for_s or proc.dead else f"{proc.fps_now:.0f} fps"
+    process = process_rate_text(c) if _degraded(c) else f"{proc.fps_now:.0f} fps"
     return (
         f"{cap.description or cap.kind} {cap.state}, render {c.render.fps_now:.0f} fps, "
         f"process {process}, {proc.stage}, {len(c.faces)} faces"

@@ -35,11 +35,14 @@ from kiosk.app.counters import (
     ProcessingCounters,
     RenderCounters,
     debug_lines,
+    slow_text,
     stats_dict,
     status_line,
 )
 from kiosk.app.display_mode import AutoMode, ScreenShare
 from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
+from kiosk.app.supervisor import Supervisor
+from kiosk.appliance.exit import EXIT_DISPLAY_LOST, other_threads
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
@@ -224,13 +227,8 @@ class KioskApp:
         self.screen_share = ScreenShare()
         self._on_screen: tuple[int, int, tuple[str, ...]] = (0, 0, ())  # swapped, fresh, real reasons
         self._shown_mode = ""
-        self.thread_restarts = 0
-        #: Errors and rebuilds of inference threads that were abandoned or died (each thread counts its own).
-        self._past_errors = 0
-        self._past_restarts = 0
-        self._past_processed = 0
-        self._past_process_sum = 0.0
-        self._past_process_samples = 0
+        #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
+        self.supervisor = Supervisor(self.stop)
         self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
         self.keepsakes: KeepsakeService | None = None  # keepsake.enabled, while run() runs
         self._t_start = 0.0
@@ -238,9 +236,8 @@ class KioskApp:
         self._t_last_result = 0.0
         self._last_notice = ""
         self.exit_code = 0
-        self.abandoned_threads = 0  # inference threads given up on after a hung call
-        self._t_unrecovered = 0.0  # perf_counter at which the unrecovered hang began; 0: healthy
         self._stats_write_failed = False
+        self._active_notifier: SdNotifier | None = None  # while run() runs
 
     # -- the booth session's parts -------------------------------------------------------------
     @property
@@ -298,19 +295,17 @@ class KioskApp:
         )
 
     def _replace_capture(self, stuck_s: float) -> None:
-        """Give up on a capture thread stuck in a source call: a fresh one takes over on fresh
-        buffers (capture, live, anchors), so the stuck one can never publish into what the
+        """A fresh capture thread for one stuck in a source call (the supervisor abandoned it), on
+        fresh buffers (capture, live, anchors), so the stuck one can never publish into what the
         inference thread and the screen read; it exits, closing its source, if the call returns."""
-        log.error(
-            "capture thread stuck in a source call for %.1f s: a fresh capture thread takes over", stuck_s
-        )
-        self.capture.abandon()
-        self.thread_restarts += 1
         self.capture_buf = TripleBuffer(new_captured_frame)
         self.live_buf = TripleBuffer(new_live_frame)
         self.anchor_buf = TripleBuffer(AnchorSlot)
         self.inference.inp = self.capture_buf
         self.inference.anchors = self.anchor_buf if self.live else None
+        self._restart_capture_thread()
+
+    def _restart_capture_thread(self) -> None:
         self.capture = self._new_capture()
         self.capture.start()
 
@@ -330,69 +325,54 @@ class KioskApp:
         )
 
     def _check_pipeline(self, now: float) -> float:
-        """Abandon a hung stage call for a fresh inference thread (with its own output buffer, so the
-        stuck one can never write to the screen); return how long processing has been unhealthy
-        (hung past its bound, or not yet working again after an abandon), 0 when healthy."""
-        inf = self.inference
-        hung = inf.hung_for(now)
-        if hung and not self.stop.is_set():
-            if not self._t_unrecovered:
-                self._t_unrecovered = now - hung
-            log.error(
-                "processing call has not returned for %.1f s: abandoning it, a fresh inference thread "
-                "and stage take over",
-                hung,
-            )
-            inf.abandon()
-            self.library.revoke(inf)  # it may be inside a library refresh: never publish it
-            self.abandoned_threads += 1
-            self._retire(inf)
-            self.result_buf = TripleBuffer(new_swap_result)
-            self.inference = self._new_inference()
-            self.inference.start()
-        elif self._t_unrecovered and (
-            inf.ok_calls > 0 or (not self.controls.swap_enabled and inf.rate.count > 0)
-        ):  # the fresh stage works (or staff turned swapping off and frames flow)
-            log.info("processing recovered %.1f s after the stall", now - self._t_unrecovered)
-            self._t_unrecovered = 0.0
-        return now - self._t_unrecovered if self._t_unrecovered else 0.0
+        """Abandon a hung unit of stage work for a fresh inference thread (:mod:`kiosk.app.supervisor`);
+        return how long processing has been unhealthy, 0 when healthy."""
+        return self.supervisor.check_inference(
+            now, self.inference, self.controls.swap_enabled, self._replace_inference
+        )
 
-    def _retire(self, inf: InferenceThread) -> None:
-        """Keep a replaced inference thread's counts (errors, rebuilds, frames, time) in the totals."""
-        self._past_errors += inf.errors
-        self._past_restarts += inf.restarts
-        self._past_processed += inf.rate.count
-        self._past_process_sum += inf.process_ms.total
-        self._past_process_samples += inf.process_ms.count
+    def _replace_inference(self, old: InferenceThread) -> None:
+        """A fresh inference thread with its own output buffer for an abandoned one (the stuck one
+        can never write to the screen), or for one that died."""
+        if old.abandoned:
+            self.library.revoke(old)  # it may be inside a library refresh: never publish it
+            self.result_buf = TripleBuffer(new_swap_result)
+        self.inference = self._new_inference()
+        self.inference.start()
+
+    # The supervisor's meters, under the names the kiosk always had.
+    @property
+    def abandoned_threads(self) -> int:
+        return self.supervisor.abandoned_threads
+
+    @property
+    def thread_restarts(self) -> int:
+        return self.supervisor.thread_restarts
+
+    @property
+    def _t_unrecovered(self) -> float:
+        return self.supervisor.t_unrecovered
 
     @property
     def processing_errors(self) -> int:
         """Failed processing calls since start, over every inference thread."""
-        return self._past_errors + self.inference.errors
+        return self.supervisor.retired.errors + self.inference.errors
 
     @property
     def processing_restarts(self) -> int:
         """Stage rebuilds since start, over every inference thread."""
-        return self._past_restarts + self.inference.restarts
+        return self.supervisor.retired.restarts + self.inference.restarts
 
     def _supervise(self) -> None:
-        """Restart a worker thread that died (they catch everything, so this is a last resort), or
-        replace a capture thread stuck in a source call. Never two producers on one buffer: a dead
-        thread publishes nothing, a stuck one is abandoned with its buffers."""
-        stuck = self.capture.switch_stuck_for(self._clock())
-        if stuck and not self.stop.is_set():
-            self._replace_capture(stuck)
-        if not self.capture.is_alive() and not self.stop.is_set():
-            log.error("capture thread died; restarting it")
-            self.thread_restarts += 1
-            self.capture = self._new_capture()
-            self.capture.start()
-        if not self.inference.is_alive() and not self.stop.is_set():
-            log.error("inference thread died; restarting it")
-            self.thread_restarts += 1
-            self._retire(self.inference)
-            self.inference = self._new_inference()
-            self.inference.start()
+        """Replace a stuck capture thread, restart a dead worker (:meth:`Supervisor.check_workers`)."""
+        self.supervisor.check_workers(
+            self._clock(),
+            self.capture,
+            self.inference,
+            self._replace_capture,
+            self._restart_capture_thread,
+            self._replace_inference,
+        )
 
     # -- counters ----------------------------------------------------------------------------
     def counters(self, now: float | None = None, detailed: bool = True) -> Counters:
@@ -407,8 +387,8 @@ class KioskApp:
 
         cap, inf = self.capture, self.inference
         provider, gpu_requested, gpu_fallback = inf.provider_info()
-        unrecovered_s = now - self._t_unrecovered if self._t_unrecovered else 0.0
-        stalled_for_s = unrecovered_s or inf.hung_for(now)
+        health = self.supervisor.health(now, inf)
+        stalled_for_s = health.stalled_for_s
         dead = bool(self._t_start) and not inf.is_alive() and not self.stop.is_set()
         # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
         stopped = bool(stalled_for_s) or (bool(self._t_start) and not inf.is_alive())
@@ -433,19 +413,21 @@ class KioskApp:
             ),
             processing=ProcessingCounters(
                 stage=inf.processor_name,
-                frames=self._past_processed + inf.rate.count,
+                frames=self.supervisor.retired.processed + inf.rate.count,
                 mean_fps=inf.rate.mean_fps,
                 fps_now=0.0 if stopped else inf.rate.fps_at(now),
                 swap_fps=inf.swap_rate.mean_fps,
                 swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
                 stalled_for_s=stalled_for_s,
-                no_result_s=self.processing_stalled_s(now),
+                # A slow stage that keeps progressing is slow, not stalled, between its frames.
+                no_result_s=0.0 if health.slow_frame_s else self.processing_stalled_s(now),
+                slow_frame_s=health.slow_frame_s,
                 dead=dead,
-                unrecovered_s=unrecovered_s,
+                unrecovered_s=health.unrecovered_s,
                 process_p50=pct(inf.process_ms, 50),
                 process_p95=pct(inf.process_ms, 95),
-                process_sum=self._past_process_sum + inf.process_ms.total,
-                process_samples=self._past_process_samples + inf.process_ms.count,
+                process_sum=self.supervisor.retired.process_sum + inf.process_ms.total,
+                process_samples=self.supervisor.retired.process_samples + inf.process_ms.count,
                 errors=self.processing_errors,
                 restarts=self.processing_restarts,
                 build_failures=inf.build_failures,
@@ -513,6 +495,9 @@ class KioskApp:
         if c.processing.no_result_s:
             shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
             notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
+        elif c.processing.slow_frame_s:
+            slow = f"processing slow ({slow_text(c.processing.slow_frame_s)} a frame)"
+            notice = f"{notice} · {slow}" if notice else slow
         status = f"{cap.description or cap.kind} · {c.processing.stage}"
         return {
             "status": status if self.cfg.overlay.status_line else "",
@@ -888,6 +873,11 @@ class KioskApp:
         self._overlay = OverlayState()
         self.gamepad = self._new_gamepad()
         notifier = self._notifier or SdNotifier.from_env()
+        self._active_notifier = notifier
+        if not self.opts.headless:
+            from kiosk.render import xio
+
+            xio.on_lost(self._display_lost)
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
@@ -930,6 +920,28 @@ class KioskApp:
             self.surface.close()
             self.inference.release()  # the models' sessions, after the last stats
         return self.exit_code
+
+    def _display_lost(self, display: str) -> None:
+        """The X server went away (:mod:`kiosk.render.xio`, called from inside the X call that
+        noticed): the last words before the process leaves with status 4 — one log line,
+        ``STOPPING=1``, the metrics file with ``up 0``, the stats file. No thread is joined and no
+        GL object released (the connection is gone)."""
+        log.error(
+            "display %s went away (the X server closed the connection): exiting with status %d so "
+            "that systemd restarts the kiosk when the display is back",
+            display,
+            EXIT_DISPLAY_LOST,
+        )
+        self.stop.set()
+        self.exit_code = EXIT_DISPLAY_LOST
+        notifier = self._active_notifier
+        if notifier is not None:
+            notifier.stopping()
+        stats = self.stats()
+        if self.monitor is not None:
+            self.monitor.close(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
+            self.monitor = None
+        self.write_stats()
 
     def _frame(self, notifier: SdNotifier) -> bool:
         """One iteration of the render loop: config, picture, booth, draw, then the due work.
@@ -1074,5 +1086,6 @@ class KioskApp:
 
     @property
     def clean_exit_possible(self) -> bool:
-        """False while a thread that may run native code (model loading) is still alive."""
-        return not self.inference.loader_alive()
+        """False while any other thread is alive after :meth:`shutdown`: it may be inside native code
+        (an abandoned hung model call, a model loader), which no interpreter teardown survives."""
+        return not other_threads()

@@ -36,6 +36,9 @@ SOURCE_STATES = ("starting", "running", "reconnecting", "stopped")
 #: stats()["keepsakes"] counters reported as faceswap_kiosk_keepsakes_total{event=...}.
 _KEEPSAKE_EVENTS = ("taken", "downloaded", "printed", "print_failed", "expired", "evicted")
 
+#: Every state of the processing stage (kiosk/app/counters.py processing_state).
+PROCESSING_STATES = ("ok", "slow", "stalled", "stopped")
+
 #: stats()["frames"] keys → the stage label also used by faceswap_kiosk_fps.
 _STAGE_OF = {"captured": "capture", "processed": "processing", "rendered": "render"}
 
@@ -199,6 +202,20 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
         "gauge",
         "How long no processed frame has reached the display while the source runs (0: frames flow).",
         proc["stalled_s"],
+    )
+    state = proc.get("state", "ok")
+    t.family(
+        "processing_state",
+        "gauge",
+        "State of the processing stage: 1 for the current one. slow: every model call returns but a "
+        "frame takes a second or more (never abandoned); stalled: a call hung past its bound.",
+        [("", {"state": s}, state == s) for s in PROCESSING_STATES],
+    )
+    t.one(
+        "processing_slow_frame_seconds",
+        "gauge",
+        "Seconds a frame takes while the stage is slow but progressing (0 when not slow).",
+        proc.get("slow_frame_s", 0.0),
     )
     display = stats.get("display") or {}
     screen = display.get("screen") or {}

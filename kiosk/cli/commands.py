@@ -10,6 +10,8 @@ import os
 import sys
 from pathlib import Path
 
+from kiosk.appliance.exit import EXIT_ERROR, EXIT_LOCKED, EXIT_RECOVERY, leave
+from kiosk.appliance.lock import BoothLock, BoothLocked
 from kiosk.config import ConfigError, KioskConfig, config_table, default_config_path, dump_config, load_config
 from kiosk.paths import bundled_config
 from kiosk.util.logs import SafeFormatter, quiet_handlers, safe_file_handler
@@ -75,6 +77,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     _enable_faulthandler()
     if signals.stop.is_set():
         return 0
+    try:
+        lock = BoothLock.acquire(cfg, Path(config_path))
+    except BoothLocked as exc:
+        print(f"kiosk: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
     opts = RunOptions(
         headless=args.headless,
         frames=args.frames,
@@ -96,16 +103,21 @@ def cmd_run(args: argparse.Namespace) -> int:
             rc = 0
         else:
             print(f"kiosk: {exc}", file=sys.stderr)
-            rc = 3
+            rc = EXIT_RECOVERY
         if app is not None:
             app.shutdown()
+    except Exception:  # never an interpreter teardown with threads in native code: see below
+        log.exception("the kiosk stopped on an unexpected error")
+        rc = EXIT_ERROR
+        if app is not None:
+            app.shutdown()
+    finally:
+        lock.release()
     if app is not None and not app.clean_exit_possible:
-        # A model loader is still inside ONNX Runtime (it cannot be interrupted): a normal
-        # interpreter exit would destroy its C++ threads and abort (exit 134). Leave at once.
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(rc)
+        # A thread is still inside native code (an abandoned hung model call, a model loader): a
+        # normal interpreter exit would destroy ONNX Runtime's C++ threads under it and abort
+        # (exit 134, a core dump). Logs, metrics and stats are written: leave at once.
+        leave(rc)
     return rc
 
 

@@ -11,9 +11,12 @@ Errors climb a ladder (ARCHITECTURE.md, "Ownership and failure"):
    config) keeps the last working stage where there is one, with a notice saying why; the build
    is retried after the back-off, and at once when a watched model file changes (mtime, size or
    inode), so copying the right file in heals the booth without a restart.
-4. A call that never returns is the supervisor's business (:class:`kiosk.app.kiosk_app.KioskApp`): it reads
+4. A call that never returns is the supervisor's business (:mod:`kiosk.app.supervisor`): it reads
    :meth:`InferenceThread.hung_for`, calls :meth:`InferenceThread.abandon` and starts a fresh
-   thread with its own output buffer; the abandoned thread never publishes again.
+   thread with its own output buffer; the abandoned thread never publishes again. What is bounded
+   is one unit of work, not a frame: every model call ticks the thread's heartbeat
+   (:mod:`kiosk.util.heartbeat`), so a stage that is slow but progressing (six faces at 1.5 s a
+   swapper call) is never taken for a hung one.
 
 Every field of the thread's own state (``_processor``, ``_fallback``, ``_restart_delay``, the build
 bookkeeping) is written by the inference thread only. A build runs on a short-lived loader thread
@@ -41,6 +44,8 @@ from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
+from kiosk.util import heartbeat
+from kiosk.util.heartbeat import Bounds, Heartbeat
 from kiosk.util.errors import one_line
 
 log = logging.getLogger(__name__)
@@ -51,7 +56,8 @@ ERROR_WINDOW = 20
 HEALTHY_S = 30.0
 #: How often watched model files are stat()ed while a failed build waits for its retry.
 WATCH_INTERVAL_S = 0.25
-#: A new stage's first calls get ``load_stall_s`` instead of ``stall_s`` (lazy engine builds).
+#: A new stage's first frames get ``load_stall_s`` instead of ``stall_s`` between two beats (lazy
+#: engine builds; each model's first calls get it too, see :mod:`kiosk.util.heartbeat`).
 WARM_CALLS = 3
 
 
@@ -74,6 +80,10 @@ class ErrorPolicy:
             stall_s=float(getattr(proc, "stall_s", 5.0)),
             load_stall_s=float(getattr(proc, "load_stall_s", 120.0)),
         )
+
+    @property
+    def bounds(self) -> Bounds:
+        return Bounds(stall_s=self.stall_s, load_stall_s=self.load_stall_s)
 
 
 class _BuildJob:
@@ -139,8 +149,8 @@ class InferenceThread(threading.Thread):
         self.last_error = ""
         self.problem = ""  # why the stage on screen is not the one asked for ("" when it is)
         self.ok_calls = 0  # successful calls of a built stage (not the loading pass-through)
-        self.busy_since = 0.0  # perf_counter at which the current stage call began; 0 when idle
-        self.busy_allowance = self.policy.stall_s
+        #: Progress of this thread's stage calls: ticked by every model call, read by the supervisor.
+        self.heartbeat = Heartbeat(self.policy.bounds)
         self.processor_name = "passthrough"
         self._abandoned = threading.Event()  # set by the supervisor: never publish again
         self._requests: queue.SimpleQueue[tuple[Callable[[], Processor], ErrorPolicy | None]] = (
@@ -166,7 +176,6 @@ class InferenceThread(threading.Thread):
         self._next_watch = 0.0
         self._consecutive = 0
         self._recent: deque[bool] = deque(maxlen=ERROR_WINDOW)
-        self._warm_left = 0
         self._installed_at = 0.0
         self._logged_burst = False
         self.processor_name = self._fallback.name
@@ -182,13 +191,9 @@ class InferenceThread(threading.Thread):
         return str(pipe.provider), pipe.gpu_requested, bool(pipe.gpu_fallback)
 
     def hung_for(self, now: float) -> float:
-        """Seconds the current stage call has run once over its bound (``stall_s``, or
-        ``load_stall_s`` for a new stage's first calls); 0 otherwise."""
-        since = self.busy_since
-        if not since:
-            return 0.0
-        elapsed = now - since
-        return elapsed if elapsed > self.busy_allowance else 0.0
+        """Seconds the current unit of the stage call (a model call, or the stage's own work since
+        its last beat) has run once over its bound; 0 otherwise (idle, or slow but progressing)."""
+        return self.heartbeat.hung_for(now)
 
     def abandon(self) -> None:
         """Give up on this thread (its call hangs): it never publishes again and exits when (if)
@@ -253,6 +258,7 @@ class InferenceThread(threading.Thread):
                 break
             if policy is not None:
                 self.policy = policy
+                self.heartbeat.bounds = policy.bounds
             requested = True
         if requested:
             self._generation += 1
@@ -292,7 +298,7 @@ class InferenceThread(threading.Thread):
         self._watch = ()
         self._consecutive = 0
         self._recent.clear()
-        self._warm_left = WARM_CALLS
+        self.heartbeat.warm(WARM_CALLS)
         self._installed_at = now
         log.info("processing stage ready: %s", processor.name)
 
@@ -321,8 +327,6 @@ class InferenceThread(threading.Thread):
         self._consecutive = 0
         self._recent.append(False)
         self._logged_burst = False
-        if self._warm_left:
-            self._warm_left -= 1
         if self._restart_delay != self._restart_initial_s and now - self._installed_at > HEALTHY_S:
             self._restart_delay = self._restart_initial_s
 
@@ -356,6 +360,7 @@ class InferenceThread(threading.Thread):
         return True
 
     def run(self) -> None:
+        heartbeat.bind(self.heartbeat)  # the stage's model calls tick it
         self._start_build()
         prev_frame = (0, 0.0)  # seq and capture time of the frame before this one
         while not self._stop_event.is_set() and not self._abandoned.is_set():
@@ -375,10 +380,8 @@ class InferenceThread(threading.Thread):
             else:
                 stage = processor or self._fallback
             own = stage is processor
-            p = self.policy
-            self.busy_allowance = p.load_stall_s if own and self._warm_left else p.stall_s
             t0 = time.perf_counter()
-            self.busy_since = t0
+            self.heartbeat.begin_frame(t0, warm=own)
             lag = 0
             try:
                 stage.process(frame.frame_bgr, out)
@@ -388,7 +391,7 @@ class InferenceThread(threading.Thread):
             except Exception as exc:
                 failure = exc
             finally:
-                self.busy_since = 0.0
+                self.heartbeat.end_frame(counted=own)
             if self._abandoned.is_set():
                 return  # the supervisor gave up on this call: a fresh thread owns the screen now
             t1 = time.perf_counter()

@@ -21,6 +21,7 @@ import moderngl
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.render import xio
 from kiosk.render.options import DisplayOptions
 from kiosk.util import limits
 from kiosk.util.errors import one_line
@@ -218,6 +219,8 @@ class Window:
             raise DisplayError(
                 f"cannot open a window: glfw could not start ({self._last_error()}). Run with --headless"
             )
+        if os.environ.get("DISPLAY"):
+            xio.install()  # the X server going away ends the kiosk cleanly, reported (status 4)
         self._keys: list[str] = []
         self._readback: moderngl.Framebuffer | None = None
         self._key_names = _key_names()

@@ -54,6 +54,7 @@ class _Busy:
     since: float  # when this frame (or unit) began
     allowance: float  # seconds it may take without a beat
     name: str = ""
+    key: Hashable = None
 
 
 @dataclass(frozen=True)
@@ -88,10 +89,11 @@ class Heartbeat:
         """The next ``frames`` frames (a new stage's first) get ``load_stall_s`` between beats."""
         self._warm_frames = frames
 
-    def begin_frame(self, now: float | None = None) -> None:
+    def begin_frame(self, now: float | None = None, *, warm: bool = True) -> None:
+        """A frame starts; ``warm=False``: a frame of a pass-through (never the long allowance)."""
         now = time.perf_counter() if now is None else now
         b = self.bounds
-        allowance = b.load_stall_s if self._warm_frames else b.stall_s
+        allowance = b.load_stall_s if warm and self._warm_frames else b.stall_s
         self._last_beat = now
         self._frame = _Busy(now, allowance)
 
@@ -123,7 +125,7 @@ class Heartbeat:
     def begin_unit(self, key: Hashable, name: str = "", now: float | None = None) -> float:
         """A unit (one model call) starts; returns its start time for :meth:`end_unit`."""
         now = time.perf_counter() if now is None else now
-        self._unit = _Busy(now, self.unit_allowance(key), name)
+        self._unit = _Busy(now, self.unit_allowance(key), name, key)
         self._last_beat = now
         return now
 
@@ -154,6 +156,12 @@ class Heartbeat:
 
     def hung_for(self, now: float) -> float:
         return self.read(now).hung_s
+
+    def typical_s(self) -> float:
+        """The slowest recent call of the model being called now (0: not in a call, or no history)."""
+        unit = self._unit
+        history = self._history.get(unit.key) if unit is not None else None
+        return max(history) if history else 0.0
 
     @property
     def in_unit(self) -> bool:
