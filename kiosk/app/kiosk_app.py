@@ -1077,8 +1077,11 @@ class KioskApp:
         self._capture_stop.set()
         deadline = time.perf_counter() + timeout_s
         for t in (self.capture, self.inference):
+            wait = max(0.0, deadline - time.perf_counter())
+            if t is self.inference and self.supervisor.overdue(time.perf_counter(), t):
+                wait = min(wait, 0.1)  # inside a call long past its usual time: not coming back soon
             if t.is_alive():
-                t.join(max(0.0, deadline - time.perf_counter()))
+                t.join(wait)
             if t.is_alive():
                 log.warning("%s thread did not stop within %.1f s", t.name, timeout_s)
         if not self.inference.join_loaders(min(0.3, max(0.0, deadline - time.perf_counter()))):

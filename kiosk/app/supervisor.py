@@ -128,6 +128,16 @@ class Supervisor:
                 slow = 0.0
         return Health(stalled, unrecovered_s, slow, quiet)
 
+    def overdue(self, now: float, inf: InferenceThread) -> bool:
+        """The thread is inside a model call that has run well past what that model's calls take
+        (or past ``stall_s`` without history): joining it at exit is not worth waiting for."""
+        hb = inf.heartbeat
+        reading = hb.read(now)
+        if not reading.in_unit:
+            return False
+        usual = hb.typical_s() or hb.bounds.stall_s
+        return reading.quiet_s > max(0.2, 1.5 * usual)
+
     # -- every worker ---------------------------------------------------------------------------
     def check_workers(
         self,

@@ -68,6 +68,7 @@ class Reading:
     quiet_s: float
     allowance_s: float
     unit: str
+    in_unit: bool = False
 
 
 class Heartbeat:
@@ -144,7 +145,7 @@ class Heartbeat:
     def read(self, now: float) -> Reading:
         frame, unit, last = self._frame, self._unit, self._last_beat
         if frame is None and unit is None:
-            return Reading(0.0, 0.0, 0.0, 0.0, "")
+            return Reading(0.0, 0.0, 0.0, 0.0, "", False)
         frame_s = now - frame.since if frame is not None else 0.0
         if unit is not None:
             elapsed, allowance, name = now - unit.since, unit.allowance, unit.name
@@ -152,7 +153,8 @@ class Heartbeat:
             assert frame is not None
             elapsed = now - max(frame.since, last)
             allowance, name = frame.allowance, ""
-        return Reading(elapsed if elapsed > allowance else 0.0, frame_s, elapsed, allowance, name)
+        hung = elapsed if elapsed > allowance else 0.0
+        return Reading(hung, frame_s, elapsed, allowance, name, unit is not None)
 
     def hung_for(self, now: float) -> float:
         return self.read(now).hung_s
