@@ -31,7 +31,12 @@ def env() -> dict[str, str]:
 
 def kiosk(*args: str, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kiosk", *args], cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout
+        [sys.executable, "-m", "kiosk", *args],
+        cwd=cwd,
+        env=env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

@@ -189,31 +189,35 @@ def create_session(
         preload_gpu_libraries()  # pip's CUDA/cuDNN/TensorRT libraries, once, before the first GPU session
     so = _session_options(providers_cfg)
     # ONNX Runtime's records are logged below: at their level, unless the fallback line says why.
-    with ortlog.capture(quiet=True) as captured:
-        try:
-            session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
-        except Exception as exc:  # onnxruntime raises several unrelated exception types
-            _raise_if_limit(exc, p)
-            first = one_line(exc)
-            if len(requested) <= 1:
-                raise ModelCorruptError(
-                    f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
-                ) from None
-            # A GPU provider may fail while building (e.g. TensorRT); try CPU before blaming the file.
+    try:
+        with ortlog.capture(quiet=True) as captured:
             try:
-                session = ort.InferenceSession(str(p), sess_options=so, providers=[CPU])
-            except Exception as cpu_exc:
-                _raise_if_limit(cpu_exc, p)
-                raise ModelCorruptError(
-                    f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
-                ) from None
-            _state_once(
-                ("failed", p.name, requested[0][0]),
-                "%s failed on %s (%s); running it on the CPU",
-                p.name,
-                requested[0][0],
-                first,
-            )
+                session = ort.InferenceSession(str(p), sess_options=so, providers=requested)
+            except Exception as exc:  # onnxruntime raises several unrelated exception types
+                _raise_if_limit(exc, p)
+                first = one_line(exc)
+                if len(requested) <= 1:
+                    raise ModelCorruptError(
+                        f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
+                    ) from None
+                # A GPU provider may fail while building (e.g. TensorRT); try CPU before blaming the file.
+                try:
+                    session = ort.InferenceSession(str(p), sess_options=so, providers=[CPU])
+                except Exception as cpu_exc:
+                    _raise_if_limit(cpu_exc, p)
+                    raise ModelCorruptError(
+                        f"{p}: not a loadable ONNX model ({first[:160]}) — delete it and run: kiosk models fetch"
+                    ) from None
+                _state_once(
+                    ("failed", p.name, requested[0][0]),
+                    "%s failed on %s (%s); running it on the CPU",
+                    p.name,
+                    requested[0][0],
+                    first,
+                )
+    except OSError as exc:  # the log capture's temporary file, before ONNX Runtime ran
+        _raise_if_limit(exc, p)
+        raise
     used = session.get_providers()[0]
     wanted = requested[0][0]
     if used == wanted:
