@@ -30,6 +30,9 @@ once the swap is on screen, injects a fault every ``--fault-every`` seconds, cyc
   16 MB tmpfs the harness mounts (root only; elsewhere the kind is skipped with a note); the fault
   fills it to the last byte and adds a new good photo (its latent cannot be cached), then frees
   the space and removes the photo half a period later.
+- ``slow_stage``: for up to 8 s every swapper call takes ``--slow-s`` (3 s) longer, so a frame of
+  the two faces takes longer than ``processing.stall_s``; every call returns, so nothing may be
+  abandoned (the run fails when more threads were abandoned than calls hung).
 
 Model faults are injected by ``scripts/soak_inject.py``, loaded into the child as ``sitecustomize``
 (it wraps ``InferenceSession.run``/``run_with_iobinding`` as a JSON control file says); the
@@ -163,6 +166,7 @@ FAULT_KINDS = (
     "config_churn",
     "model_errors",
     "full_cache_disk",
+    "slow_stage",
     "hung_call",  # last: once injected it leaves the cycle, which then goes on with the others
 )
 #: ``--window``: the kinds cycled by default (face keys are pressed all the time besides).
@@ -183,6 +187,8 @@ ALLOWANCE_S = {
     "faces_churn": 2.0,  # --window: each of the library changes (faces.rescan_s 2 s)
     "bomb_photo": 2.0,  # refused from its header at the next library rescan: never off screen
     "full_cache_disk": 2.0,  # the new photo's latent is not cached: the swap goes on
+    # The picture renews once a slow frame (two faces x --slow-s); after it, the next frame
+    "slow_stage": 3.0,
 }
 
 #: Where the harness's synthetic booth shows its two "faces" (white squares the stand-in
@@ -352,12 +358,19 @@ class Injector:
     """Starts each fault and schedules its end; records the outage windows."""
 
     def __init__(
-        self, folder: Path, control: Path, period_s: float, hang_s: float, error_rate: float
+        self,
+        folder: Path,
+        control: Path,
+        period_s: float,
+        hang_s: float,
+        error_rate: float,
+        slow_s: float = 3.0,
     ) -> None:
         self.folder = folder
         self.control = control
         self.period_s = period_s
         self.hang_s = hang_s
+        self.slow_s = slow_s
         self.error_rate = error_rate
         self.counts: dict[str, int] = {}
         self.windows: list[Window] = []
@@ -469,6 +482,21 @@ class Injector:
             self._write_control()
 
         self._later(self.hang_s + 1.0, "hung_call: released", release)
+
+    def _slow_stage(self) -> None:
+        """Every swapper call takes ``slow_s`` longer for a while: frames of two faces take longer
+        than processing.stall_s, every call returns; the swap must stay (nothing abandoned)."""
+        start, slow = time.time(), min(8.0, self.period_s * 0.8)
+        self._ctl["slow"] = {"until": start + slow, "seconds": self.slow_s}
+        self._write_control()
+        # The swap stays, but the picture renews once a frame: an outage for the frozen-frame count.
+        self._window("slow_stage", start, start + slow + 2 * self.slow_s)
+
+        def done() -> None:
+            self._ctl.pop("slow", None)
+            self._write_control()
+
+        self._later(slow, "slow_stage: back to speed", done)
 
     def _faces_churn(self) -> None:
         """Good photos added, then the ones staff are likely to have picked (the 3rd..) removed and
@@ -716,7 +744,7 @@ def run_faults(args: argparse.Namespace) -> int:
         keys = KeyPresser(xdotool, env, TITLE, args.key_every)
         print(f"soak: real window on DISPLAY={display}, face keys every {args.key_every:g} s", flush=True)
     print(f"soak: {' '.join(cmd)}\nsoak: booth {booth}, kiosk log {log_path}", flush=True)
-    injector = Injector(booth, control, args.fault_every, args.hang_s, args.error_rate)
+    injector = Injector(booth, control, args.fault_every, args.hang_s, args.error_rate, args.slow_s)
     injector.cache_mounted = cache_mounted
     shots: list[tuple[float, bool, int]] = []
     samples: list[Sample] = []
@@ -821,6 +849,8 @@ def run_faults(args: argparse.Namespace) -> int:
         "kiosk_restarts": _num(final, "processing", "restarts"),
         "kiosk_reconnects": _num(final, "source", "reconnects"),
         "kiosk_thread_restarts": final.get("thread_restarts"),
+        # Only the one hung_call may be abandoned: a slow stage never is.
+        "kiosk_abandoned_threads": _num(final, "processing", "abandoned_threads"),
         "window": bool(args.window),
         "face_key_presses": keys.presses if keys is not None else 0,
         "face_key_failures": keys.failures if keys is not None else 0,
@@ -853,6 +883,9 @@ def run_faults(args: argparse.Namespace) -> int:
         failures.append(
             f"swap on screen {share['share']:.3f} of the time outside outages (< {args.min_swap_share})"
         )
+    abandoned, hung = report["kiosk_abandoned_threads"] or 0, injector.counts.get("hung_call", 0)
+    if abandoned > hung:
+        failures.append(f"{abandoned} inference threads abandoned for {hung} hung call(s): a slow stage was")
     report["failures"] = failures
     if args.json:
         Path(args.json).write_text(
@@ -915,6 +948,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     faults.add_argument("--hang-s", type=float, default=20.0, help="how long the one hung model call blocks")
     faults.add_argument("--error-rate", type=float, default=0.03, help="share of model calls that raise")
+    faults.add_argument(
+        "--slow-s", type=float, default=3.0, help="slow_stage: seconds added to every swapper call"
+    )
     faults.add_argument("--shot-every", type=float, default=0.5, help="seconds between screenshots")
     faults.add_argument(
         "--min-swap-share",

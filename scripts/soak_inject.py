@@ -8,7 +8,10 @@ control file (at most every 0.1 s) and
 - ``{"errors": {"until": UNIX_S, "rate": P}}``: raises ONNX Runtime's own ``Fail`` for a share
   ``P`` of the calls until ``UNIX_S``;
 - ``{"hang": {"id": N, "seconds": S}}``: the first call that sees a new ``N`` blocks for ``S``
-  seconds (sooner if the harness removes the entry), once per id.
+  seconds (sooner if the harness removes the entry), once per id;
+- ``{"slow": {"until": UNIX_S, "seconds": S}}``: every swapper call (the session with an input
+  named ``source``) takes ``S`` seconds longer until ``UNIX_S``: slow but returning, as a CPU
+  fallback or an enhancer on a slow PC (never to be taken for a hung call).
 
 No kiosk code knows about it; without ``$KIOSK_SOAK_FAULTS`` it does nothing.
 """
@@ -29,7 +32,18 @@ _CONTROL = os.environ.get("KIOSK_SOAK_FAULTS", "")
 _state: dict[str, Any] = {"checked": 0.0, "mtime": None, "control": {}, "hangs_done": set()}
 _lock = threading.Lock()
 _rng = random.Random(1234)
-_counts = {"calls": 0, "raised": 0, "hung": 0}
+_counts = {"calls": 0, "raised": 0, "hung": 0, "slowed": 0}
+
+
+def _is_swapper(session: Any) -> bool:
+    flag = getattr(session, "_soak_is_swapper", None)
+    if flag is None:
+        try:
+            flag = any(i.name == "source" for i in session.get_inputs())
+        except Exception:
+            flag = False
+        session._soak_is_swapper = flag
+    return bool(flag)
 
 
 def _control() -> dict[str, Any]:
@@ -49,9 +63,13 @@ def _control() -> dict[str, Any]:
         return dict(_state["control"])
 
 
-def _before_call() -> None:
+def _before_call(session: Any) -> None:
     ctl = _control()
     _counts["calls"] += 1
+    slow = ctl.get("slow")
+    if slow and time.time() < float(slow["until"]) and _is_swapper(session):
+        _counts["slowed"] += 1
+        time.sleep(float(slow["seconds"]))
     hang = ctl.get("hang")
     if hang:
         with _lock:
@@ -83,11 +101,11 @@ def _patch(module: Any) -> None:
     run, run_io = cls.run, cls.run_with_iobinding
 
     def wrapped_run(self: Any, *a: Any, **kw: Any) -> Any:
-        _before_call()
+        _before_call(self)
         return run(self, *a, **kw)
 
     def wrapped_run_io(self: Any, *a: Any, **kw: Any) -> Any:
-        _before_call()
+        _before_call(self)
         return run_io(self, *a, **kw)
 
     cls.run, cls.run_with_iobinding, cls._soak_patched = wrapped_run, wrapped_run_io, True

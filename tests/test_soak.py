@@ -120,3 +120,20 @@ def test_window_is_a_fault_mode_option():
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 2 and "--window is a fault-mode option" in proc.stderr
+
+
+def test_slow_stage_keeps_the_swap_and_abandons_nothing(tmp_path):
+    """Every swapper call 3 s slower: a frame of the two faces (6 s) outlasts processing.stall_s
+    (5 s), every call returns. The screenshots keep the tint through the slow stretch and nothing
+    is abandoned (before the heartbeat the stage was abandoned and the raw video came back)."""
+    data = _soak(tmp_path, "slow", "--minutes", "0.9", "--fault-every", "14", "--fault-kinds", "slow_stage")
+    s = data["summary"]
+    assert s["faults"].get("slow_stage", 0) >= 1, s["faults"]
+    assert s["crashes"] == 0, data["rc"]
+    assert s["kiosk_abandoned_threads"] == 0, data["kiosk_final_stats"]["processing"]
+    start = next(e["t_unix"] for e in data["events"] if e["event"].startswith("slow_stage #"))
+    during = [x["tinted"] for x in data["screenshots"] if start + 1 <= x["t_unix"] <= start + 8]
+    print(
+        f"\nslow stage: tinted {sum(during)}/{len(during)} screenshots; abandoned {s['kiosk_abandoned_threads']}"
+    )
+    assert during and all(during), during
