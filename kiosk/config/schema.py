@@ -282,15 +282,17 @@ class ProcessingConfig(_Section):
         5.0,
         ge=0.2,
         le=600,
-        description="A stage call running longer than this is abandoned: a fresh inference thread and "
-        "stage take over; the systemd watchdog is not fed while processing stays stalled.",
+        description="A model call running longer than this and than 4x that model's slowest recent call "
+        "(or the stage's own work without progress this long) is abandoned: a fresh inference thread "
+        "and stage take over; the systemd watchdog is not fed while processing stays stalled. A slow "
+        "frame whose calls all return is never abandoned.",
     )
     load_stall_s: float = Field(
         120.0,
         ge=0.2,
         le=3600,
-        description="Allowance instead of stall_s while models load and for a new stage's first calls "
-        "(TensorRT builds its engines then).",
+        description="Allowance instead of stall_s while models load, for a new stage's first frames and "
+        "each model's first two calls (TensorRT builds its engines then).",
     )
     recovery_s: float = Field(
         30.0,
