@@ -1078,8 +1078,8 @@ class KioskApp:
         deadline = time.perf_counter() + timeout_s
         for t in (self.capture, self.inference):
             wait = max(0.0, deadline - time.perf_counter())
-            if t is self.inference and self.supervisor.overdue(time.perf_counter(), t):
-                wait = min(wait, 0.1)  # inside a call long past its usual time: not coming back soon
+            if t is self.inference:  # inside a model call: only what such a call usually takes
+                wait = self.supervisor.join_wait(time.perf_counter(), t, wait)
             if t.is_alive():
                 t.join(wait)
             if t.is_alive():

@@ -128,15 +128,16 @@ class Supervisor:
                 slow = 0.0
         return Health(stalled, unrecovered_s, slow, quiet)
 
-    def overdue(self, now: float, inf: InferenceThread) -> bool:
-        """The thread is inside a model call that has run well past what that model's calls take
-        (or past ``stall_s`` without history): joining it at exit is not worth waiting for."""
+    def join_wait(self, now: float, inf: InferenceThread, remaining: float) -> float:
+        """How long the exit should wait for ``inf``: inside a model call, about what that model's
+        calls take that is still left (0.1 s at least, or 0.1 s without history: a hung or first
+        call is not worth waiting for, the process leaves without it); else ``remaining``."""
         hb = inf.heartbeat
         reading = hb.read(now)
         if not reading.in_unit:
-            return False
-        usual = hb.typical_s() or hb.bounds.stall_s
-        return reading.quiet_s > max(0.2, 1.5 * usual)
+            return remaining
+        left = 1.2 * hb.typical_s() - reading.quiet_s
+        return min(remaining, max(0.1, left))
 
     # -- every worker ---------------------------------------------------------------------------
     def check_workers(
