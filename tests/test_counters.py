@@ -89,3 +89,39 @@ def test_the_outputs_come_from_the_snapshot_not_the_live_threads() -> None:
     s = app.stats(c)
     assert s["frames"]["processed"] == 30 and s["snapshots_written"] == 0
     assert app.stats()["frames"]["processed"] == 120  # a fresh snapshot sees them
+
+
+def test_a_slow_but_progressing_stage_reads_slow_not_stalled_everywhere() -> None:
+    """Frames of 5 s whose model calls all return: the overlay's notice, the debug line, STATUS, the
+    stats and the metrics say "slow (5.0 s a frame)", never "stalled", and nothing is abandoned."""
+    from kiosk.appliance.monitoring import render_metrics
+
+    app = _app()
+    now = time.perf_counter()
+    hb = app.inference.heartbeat
+    hb.bounds = Bounds(stall_s=1.0, load_stall_s=30.0)
+    hb.begin_frame(now - 9.0, warm=False)  # the last frame: 5 s, one swapper call of 4.9 s
+    hb.end_unit("swapper", hb.begin_unit("swapper", now=now - 9.0), now=now - 4.1)
+    hb.end_frame(now - 4.0)
+    hb.begin_frame(now - 4.0, warm=False)  # the next one, 4 s in, calls returning
+    for k in range(4):
+        hb.end_unit("swapper", hb.begin_unit("swapper", now=now - 4.0 + k), now=now - 3.1 + k)
+    app.capture.state = "running"
+    app._t_last_result = now - 4.0  # no new frame on screen for 4 s (> STALL_S)
+    assert app._check_pipeline(now) == 0.0 and app.abandoned_threads == 0
+    c = app.counters(now)
+    assert c.processing.slow_frame_s == 5.0 and not c.processing.stalled_for_s
+    texts = app.overlay_texts(now, c)
+    assert "processing slow (5.0 s a frame)" in texts["notice"] and "stalled" not in texts["notice"]
+    assert _process_line(app, now) == "process  slow (5.0 s a frame)"
+    assert "process slow (5.0 s a frame)" in app.status_text(c)
+    stats = app.stats()
+    assert stats["processing"]["state"] == "slow" and stats["processing"]["stalled_s"] == 0.0
+    text = render_metrics(stats, True, time.time())
+    assert 'faceswap_kiosk_processing_state{state="slow"} 1' in text
+    assert "faceswap_kiosk_processing_slow_frame_seconds 5.0" in text
+    # No beat for 4 s more (the call hangs): no longer "slow", the screen says stalled.
+    later = now + 4.0
+    c = app.counters(later)
+    assert c.processing.slow_frame_s == 0.0
+    assert "stalled" in app.overlay_texts(later, c)["notice"]

@@ -118,7 +118,7 @@ def test_a_window_under_ulimit_n_12_names_the_descriptor_limit(tmp_path: Path, x
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("megabytes", [800, 1200])
+@pytest.mark.parametrize("megabytes", [400, 800, 1200])
 def test_a_tight_ulimit_v_is_named_before_the_gl_context_not_a_crash(tmp_path: Path, megabytes: int) -> None:
     """llvmpipe segfaults (139) while compiling shaders with too little address space, and fails
     EGL's init with a little less: the headroom is checked first and the limit named."""
@@ -137,3 +137,31 @@ def test_a_tight_ulimit_v_is_named_before_the_gl_context_not_a_crash(tmp_path: P
     assert r.returncode == 3, f"exit status {r.returncode}: {r.stderr[-2000:]}"
     assert len(lines) == 1 and "address-space limit" in lines[0] and "ulimit -v" in lines[0], lines
     assert not any(w in r.stderr for w in WRONG_CAUSES)
+
+
+def test_the_gl_context_checks_the_address_space_left_before_mesa_crashes() -> None:
+    """The kiosk already runs (its imports done) when the limit bites: the offscreen context is
+    refused with the limit named, instead of llvmpipe's segfault while compiling shaders."""
+    skip_module_without_egl()
+    script = textwrap.dedent(
+        """
+        import resource
+        from kiosk.render.window import DisplayError, OffscreenSurface
+        from kiosk.util.limits import vm_size
+        left = vm_size() + (300 << 20)
+        resource.setrlimit(resource.RLIMIT_AS, (left, left))
+        try:
+            OffscreenSurface(64, 64)
+        except DisplayError as exc:
+            print("refused:", exc)
+        else:
+            print("created")
+        """
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", script], env=_env(), capture_output=True, text=True, timeout=120
+    )
+    print("\n" + r.stdout.strip())
+    assert r.returncode == 0, f"exit status {r.returncode}: {r.stderr[-2000:]}"
+    assert "refused:" in r.stdout and "address-space limit" in r.stdout and "ulimit -v" in r.stdout
+    assert not any(w in r.stdout for w in WRONG_CAUSES)

@@ -51,6 +51,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from kiosk.signals import install_early
 
         install_early()  # before the slow imports below: SIGTERM during start-up exits with 0
+        from kiosk.util.limits import RUN_ADDRESS_SPACE, check_headroom
+
+        # Under a tight `ulimit -v` the imports below crash (SIGSEGV, silently): say it first.
+        problem = check_headroom("kiosk run cannot start", memory=RUN_ADDRESS_SPACE)
+        if problem:
+            print(f"kiosk: {problem}", file=sys.stderr)
+            return 3
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

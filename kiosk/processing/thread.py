@@ -44,7 +44,7 @@ from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
-from kiosk.util import heartbeat
+from kiosk.util import heartbeat, limits
 from kiosk.util.heartbeat import Bounds, Heartbeat
 from kiosk.util.errors import one_line
 
@@ -116,6 +116,12 @@ def _file_signature(paths: tuple[str, ...]) -> tuple[tuple[int, int, int] | None
         except OSError:
             out.append(None)
     return tuple(out)
+
+
+def _why(exc: BaseException) -> str:
+    """One line for the staff notice and the stats: a resource limit (out of memory or descriptors)
+    named with its fix, else the exception's first line with its type."""
+    return limits.limit_problem(exc, fds=0) or one_line(exc, 160, with_type=True)
 
 
 class InferenceThread(threading.Thread):
@@ -308,7 +314,7 @@ class InferenceThread(threading.Thread):
             why = exc.notice
             self._watch = exc.watch
         else:
-            why = f"face pipeline failed to start: {one_line(exc, 160, with_type=True)}"
+            why = f"face pipeline failed to start: {_why(exc)}"
             self._watch = ()
             log.error("processing stage failed to start", exc_info=exc)
         self._watch_sig = _file_signature(self._watch)
@@ -333,7 +339,7 @@ class InferenceThread(threading.Thread):
     def _failed(self, exc: Exception, frame: CapturedFrame, out: SwapResult) -> bool:
         """Count a failed call of the installed stage; True if ``out`` now holds a result to publish."""
         self.errors += 1
-        self.last_error = one_line(exc, 160, with_type=True)
+        self.last_error = _why(exc)
         self._consecutive += 1
         self._recent.append(True)
         if not self._logged_burst:
@@ -402,7 +408,7 @@ class InferenceThread(threading.Thread):
                     out.notice = f"{out.notice} · {self.problem}" if out.notice else self.problem
             elif not own:
                 self.errors += 1
-                self.last_error = one_line(failure, 160, with_type=True)
+                self.last_error = _why(failure)
                 log.warning("pass-through failed; skipping the frame", exc_info=failure)
                 continue
             elif not self._failed(failure, frame, out):

@@ -26,6 +26,10 @@ MODEL_FDS = 8
 #: one thread stack per core); with less, llvmpipe crashes (SIGSEGV) instead of failing.
 GL_ADDRESS_SPACE = 600 << 20
 
+#: Address space ``kiosk run`` needs beyond the bare interpreter: NumPy, OpenCV, numba's LLVM, ONNX
+#: Runtime and a GL context (about 650 MB mapped before the context, 600 MB more for it).
+RUN_ADDRESS_SPACE = 1250 << 20
+
 _FD_ERRNOS = (errno.EMFILE, errno.ENFILE)
 _MEM_ERRNOS = (errno.ENOMEM,)
 _FD_TEXT = re.compile(r"too many open files|system error number (?:23|24)\b|EMFILE|ENFILE", re.I)
