@@ -62,6 +62,7 @@ def test_memory_errors_name_the_limit_and_the_fix() -> None:
 def test_other_errors_are_not_taken_for_limits() -> None:
     assert limits.limit_problem(RuntimeError("Protobuf parsing failed"), fds=0) is None
     assert limits.limit_problem(FileNotFoundError(2, "No such file"), fds=0) is None
+    assert limits.limit_problem(RuntimeError("CUDA failure 2: out of memory"), fds=0) is None  # the GPU's
 
 
 # -- a model load at the descriptor limit -------------------------------------------------------

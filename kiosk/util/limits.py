@@ -32,6 +32,7 @@ RUN_ADDRESS_SPACE = 1250 << 20
 
 _FD_ERRNOS = (errno.EMFILE, errno.ENFILE)
 _MEM_ERRNOS = (errno.ENOMEM,)
+_GPU_TEXT = re.compile(r"CUDA|cuda|cuDNN|TensorRT|GPU|device memory")
 _FD_TEXT = re.compile(r"too many open files|system error number (?:23|24)\b|EMFILE|ENFILE", re.I)
 _MEM_TEXT = re.compile(
     r"cannot allocate memory|out of memory|bad_alloc|bad allocation|failed to allocate|"
@@ -112,7 +113,10 @@ def _is_mem_error(exc: BaseException) -> bool:
         return True
     if isinstance(exc, OSError) and exc.errno in _MEM_ERRNOS:
         return True
-    return bool(_MEM_TEXT.search(f"{type(exc).__name__}: {exc}"))
+    text = f"{type(exc).__name__}: {exc}"
+    if _GPU_TEXT.search(text):
+        return False  # the GPU's memory, not the process's limits: its own message says more
+    return bool(_MEM_TEXT.search(text))
 
 
 def fds_exhausted(spare: int = 2) -> bool:
