@@ -305,6 +305,7 @@ class InferenceThread(threading.Thread):
         self._consecutive = 0
         self._recent.clear()
         self.heartbeat.warm(WARM_CALLS)
+        self.heartbeat.last_frame_s = 0.0  # how slow the previous stage was says nothing of this one
         self._installed_at = now
         log.info("processing stage ready: %s", processor.name)
 
@@ -352,6 +353,7 @@ class InferenceThread(threading.Thread):
             return False  # transient: the screen keeps the last good result
         self.restarts += 1
         self._processor = None
+        self.heartbeat.last_frame_s = 0.0  # the pass-through meanwhile is not slow
         delay = self._next_delay()
         self._fallback = PassThrough(
             f"face swap paused after repeated errors ({self.last_error}); rebuilding in {delay:.1f} s"
