@@ -45,8 +45,8 @@ from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 from kiosk.util import heartbeat, limits
-from kiosk.util.heartbeat import Bounds, Heartbeat
 from kiosk.util.errors import one_line
+from kiosk.util.heartbeat import Bounds, Heartbeat
 
 log = logging.getLogger(__name__)
 
