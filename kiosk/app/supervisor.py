@@ -12,9 +12,8 @@ once a second (:meth:`Supervisor.check_workers`). It
 - keeps the meters of the threads it retired (errors, rebuilds, frames, process time), so the
   kiosk's totals run on across replacements, and the clock of an unrecovered stall (exit 3 after
   ``processing.recovery_s``);
-- remembers the abandoned threads still alive: they may sit inside native code (ONNX Runtime),
-  which no interpreter teardown survives, so the exit leaves without them
-  (:func:`kiosk.appliance.exit.leave`).
+- never joins an abandoned thread: it may sit inside native code (ONNX Runtime) for good, and the
+  exit leaves without it (:func:`kiosk.appliance.exit.leave`).
 
 It never touches buffers or builds threads itself: the kiosk does (``replace`` callbacks), so
 there is one place that wires producers to buffers.
@@ -79,7 +78,6 @@ class Supervisor:
         self.abandoned_threads = 0  # inference threads given up on after a hung call
         self.thread_restarts = 0
         self.t_unrecovered = 0.0  # perf_counter at which the unrecovered hang began; 0: healthy
-        self._abandoned: list[threading.Thread] = []
 
     # -- inference ------------------------------------------------------------------------------
     def check_inference(
@@ -106,7 +104,6 @@ class Supervisor:
             inf.abandon()
             self.abandoned_threads += 1
             self.retired.add(inf)
-            self._abandoned = [t for t in self._abandoned if t.is_alive()] + [inf]
             replace(inf)
         elif self.t_unrecovered and (
             inf.ok_calls > 0 or (not swap_enabled and inf.rate.count > 0)
@@ -161,7 +158,6 @@ class Supervisor:
             )
             capture.abandon()
             self.thread_restarts += 1
-            self._abandoned = [t for t in self._abandoned if t.is_alive()] + [capture]
             replace_capture(stuck)
         elif not capture.is_alive():
             log.error("capture thread died; restarting it")
@@ -172,8 +168,3 @@ class Supervisor:
             self.thread_restarts += 1
             self.retired.add(inf)
             restart_inference(inf)
-
-    def stuck_threads(self) -> list[threading.Thread]:
-        """Abandoned threads still alive (inside a call that never returned)."""
-        self._abandoned = [t for t in self._abandoned if t.is_alive()]
-        return list(self._abandoned)
