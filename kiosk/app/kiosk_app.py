@@ -916,6 +916,10 @@ class KioskApp:
                 self.monitor = None
             self.keepsakes = None
             notifier.close()
+            if not self.opts.headless:
+                from kiosk.render import xio
+
+                xio.on_lost(None)  # the X connection goes with the window: nothing to report after
             self.renderer.release()
             self.surface.close()
             self.inference.release()  # the models' sessions, after the last stats

@@ -30,19 +30,20 @@ _last_words: Callable[[str], None] | None = None
 
 
 def on_lost(callback: Callable[[str], None] | None) -> None:
-    """``callback(display)`` runs once when the X connection is lost (then the process exits with
-    :data:`EXIT_DISPLAY_LOST`); None: only the log line."""
+    """``callback(display)`` runs once when the X connection is lost, then the process exits with
+    :data:`EXIT_DISPLAY_LOST`. None (no kiosk running): one log line, then Xlib's own ``exit(1)``."""
     global _last_words
     _last_words = callback
 
 
 def _handle(_display: int | None) -> int:
     name = os.environ.get("DISPLAY", "?")
+    last_words = _last_words
+    if last_words is None:  # no kiosk running (before or after its run): Xlib exits as it always did
+        log.error("display %s went away (the X server closed the connection)", name)
+        return 0
     try:
-        if _last_words is not None:
-            _last_words(name)
-        else:
-            log.error("display %s went away (the X server closed the connection): exiting", name)
+        last_words(name)
     except BaseException:  # noqa: BLE001 — nothing may stop the exit below
         log.exception("while reporting the lost display")
     leave(EXIT_DISPLAY_LOST)
