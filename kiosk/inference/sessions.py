@@ -160,7 +160,7 @@ def _session_options(cfg: ProviderOptions) -> ort.SessionOptions:
 def _raise_if_limit(exc: BaseException, path: Path) -> None:
     """A failed load that a system limit explains (ONNX Runtime says "system error number 24" for
     EMFILE, "bad allocation" for ENOMEM) is that limit, not a corrupt file."""
-    problem = limits.limit_problem(exc, what=f"{path}: cannot load the model", fds=limits.MODEL_FDS)
+    problem = limits.limit_problem(exc, what=f"{shown(path)}: cannot load the model", fds=limits.MODEL_FDS)
     if problem:
         raise ModelResourceError(problem) from None
 
