@@ -136,7 +136,8 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
         "frames_total",
         "counter",
         "Frames captured, processed and rendered since the kiosk started.",
-        [("", {"stage": _STAGE_OF[k]}, v) for k, v in stats["frames"].items()],
+        # Only the three stages: stats["frames"] also counts frames with swapped faces (not a stage).
+        [("", {"stage": _STAGE_OF[k]}, v) for k, v in stats["frames"].items() if k in _STAGE_OF],
     )
     t.family(
         "dropped_frames_total",
