@@ -97,7 +97,9 @@ def test_a_slow_but_progressing_stage_keeps_the_swap_and_is_reported_slow(tmp_pa
     assert final["processing"]["abandoned_threads"] == 0, err[-3000:]
     assert later and all(later), f"the swap left the screen: {on_screen}"
     assert slow_seen and final["processing"].get("state") == "slow"
-    assert all(1.2 < s < 10.0 for s in slow_seen), slow_seen  # 1.5 s a call, on a loaded machine
+    # The first slow frame reads how long it has run so far (from 1 s on), the next ones how long
+    # the last one took: 1.5 s per swapper call, on a loaded machine.
+    assert all(1.0 <= s < 10.0 for s in slow_seen) and max(slow_seen) > 1.5, slow_seen
     assert any("process slow (" in s and "s a frame)" in s for s in statuses), statuses
     metrics = (tmp_path / "metrics.prom").read_text()
     assert "faceswap_kiosk_up 0" in metrics
