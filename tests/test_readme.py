@@ -26,9 +26,11 @@ def test_config_table_matches_the_code():
 
 def test_two_commands_are_there_and_ci_runs_the_test_command():
     assert "bash scripts/setup.sh && .venv/bin/kiosk run --demo" in README
-    assert ".venv/bin/python -m pytest -q" in README
+    test_command = README.split("Run the tests", 1)[1].split("```sh\n", 1)[1].split("\n", 1)[0]
+    assert test_command.startswith(".venv/bin/python -m pytest -q"), test_command
     ci = (ROOT / ".ci" / "run").read_text()
-    assert ".venv/bin/python -m pytest -q" in ci.splitlines()[-1]
+    assert ci.strip().splitlines()[-1] == test_command, "CI must end with exactly the README's test command"
+    assert "\n.venv/bin/python -m pytest -q -n 2 -m slow\n" in ci, "CI runs the slow tests too"
     assert "\nbash scripts/check_wheel.sh\n" in ci  # the installed wheel, outside the checkout
 
 
