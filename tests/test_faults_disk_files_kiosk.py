@@ -10,7 +10,7 @@ its screenshot sampled while faults are injected one after the other:
 Each must leave the swap on screen (the tint on both faces in every sample), name the problem in
 the staff warnings within a few seconds, and clear once fixed. The full kernel cache disk runs a
 real ``kiosk run`` on a 64 KB tmpfs (where mounting is allowed). The times printed are the
-recovery table's (docs/faults-disk-files.md)."""
+recovery table's (docs/operations.md)."""
 
 from __future__ import annotations
 

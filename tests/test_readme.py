@@ -55,7 +55,7 @@ def _markdown_files() -> list[Path]:
         check=False,
     ).stdout.split()
     if tracked:
-        return [ROOT / f for f in tracked]
+        return [ROOT / f for f in tracked if (ROOT / f).is_file()]  # not a file deleted but not yet staged
     skip = {".venv", ".git", "build", "dist"}  # not a git checkout (an unpacked sdist)
     return [p for p in ROOT.rglob("*.md") if not skip & set(p.relative_to(ROOT).parts)]
 

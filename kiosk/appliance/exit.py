@@ -19,7 +19,7 @@ import threading
 from typing import NoReturn
 
 #: Exit statuses of ``kiosk run`` (systemd's ``Restart=always`` restarts every one but 0 and 2 by
-#: operator choice; see docs/faults.md).
+#: operator choice; see docs/operations.md).
 EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_CONFIG = 2
