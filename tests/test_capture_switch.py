@@ -288,7 +288,8 @@ def test_a_stuck_thread_in_live_mode_leaves_all_three_buffers_to_the_fresh_one(b
         app._supervise()  # the switch has waited past switch_timeout_s
         assert app.capture is not old_capture and old_capture.abandoned
         assert app.live_buf is not old_live and app.anchor_buf is not old_anchors
-        assert app.inference.anchors is app.anchor_buf and app.inference.inp is app.capture_buf
+        # the inference thread takes its new buffers itself, at its next iteration (rewire's queue)
+        assert _wait(lambda: app.inference.anchors is app.anchor_buf and app.inference.inp is app.capture_buf)
         assert app.live_feed is not None and app.live_feed.anchors is app.anchor_buf
         assert app.capture.live is app.live_feed and app.live_feed.out is app.live_buf
         assert _wait(lambda: app.live_buf.generation >= 3)

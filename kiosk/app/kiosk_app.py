@@ -301,8 +301,7 @@ class KioskApp:
         self.capture_buf = TripleBuffer(new_captured_frame)
         self.live_buf = TripleBuffer(new_live_frame)
         self.anchor_buf = TripleBuffer(AnchorSlot)
-        self.inference.inp = self.capture_buf
-        self.inference.anchors = self.anchor_buf if self.live else None
+        self.inference.rewire(self.capture_buf, self.anchor_buf if self.live else None)
         self._restart_capture_thread()
 
     def _restart_capture_thread(self) -> None:
@@ -392,8 +391,7 @@ class KioskApp:
         dead = bool(self._t_start) and not inf.is_alive() and not self.stop.is_set()
         # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
         stopped = bool(stalled_for_s) or (bool(self._t_start) and not inf.is_alive())
-        feed = self.live_feed
-        tracker = feed.tracker if feed is not None else None
+        live = self.live_feed.figures if self.live_feed is not None else None  # the capture thread's snapshot
         faces = self.library.snapshot
         return Counters(
             t=now,
@@ -461,10 +459,10 @@ class KioskApp:
             active_mode=self.active_mode(),
             mode_switches=self.auto_mode.switches,
             screen=self.screen_share.as_dict(),
-            live=tracker.stats() if tracker is not None else None,
-            carry_err_p95=pct(tracker.carry_error_px, 95) if tracker is not None else None,
-            stale_err_p95=pct(tracker.stale_error_px, 95) if tracker is not None else None,
-            real_face_drops=tracker.dropped_total if tracker is not None else 0,
+            live=live.stats if live is not None else None,
+            carry_err_p95=live.carry_err_p95 if live is not None and detailed else None,
+            stale_err_p95=live.stale_err_p95 if live is not None and detailed else None,
+            real_face_drops=live.real_face_drops if live is not None else 0,
             faces=tuple(e.name for e in faces.entries),
             face_problems=tuple(faces.problems),
             selected_face=self.selected_face_name(faces),
@@ -627,7 +625,7 @@ class KioskApp:
             self._source_factory = lambda: make_source(new.source, new.base_dir)
         self.live_feed = self._new_live_feed()
         self.capture.switch(new.source, self._source_factory, self.live_feed)  # never waits
-        self.inference.anchors = self.anchor_buf if self.live else None
+        self.inference.rewire(self.capture_buf, self.anchor_buf if self.live else None)
 
     def _reconfigure_monitor(self) -> None:
         new_path = self.cfg.resolve(self.cfg.monitoring.textfile) if self.cfg.monitoring.textfile else None

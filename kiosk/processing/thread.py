@@ -138,7 +138,7 @@ class InferenceThread(threading.Thread):
         anchors: TripleBuffer[AnchorSlot] | None = None,
     ) -> None:
         super().__init__(name="inference", daemon=True)
-        self.inp = inp
+        self._inp = inp
         self.out = out
         self._stop_event = stop
         self.policy = policy or ErrorPolicy()
@@ -169,9 +169,12 @@ class InferenceThread(threading.Thread):
         self._restart_max_s = restart_max_s
         self._restart_delay = restart_initial_s
         self._processor: Processor | None = None
-        #: Live display: each result's crops also go, as an immutable snapshot, to the capture
-        #: thread's keypoint tracker (None: synced display, nothing extra is copied).
-        self.anchors = anchors
+        self._provider: tuple[str, str | None, bool] = ("", None, False)  # see provider_info
+        self._anchors = anchors
+        #: New input and anchor buffers asked for by another thread (:meth:`rewire`), taken by run().
+        self._wiring: queue.SimpleQueue[
+            tuple[TripleBuffer[CapturedFrame], TripleBuffer[AnchorSlot] | None]
+        ] = queue.SimpleQueue()
         self._loaders: list[threading.Thread] = []  # build threads, joined at shutdown
         self._fallback = PassThrough("loading the face models…")
         self._bypass = PassThrough()
@@ -191,15 +194,52 @@ class InferenceThread(threading.Thread):
         """(ONNX Runtime provider the models run on, GPU provider requested or None, whether that GPU
         provider fell back to the CPU) for the installed stage; ("", None, False) while no stage with
         models is installed (loading, pass-through, after an error)."""
-        pipe = getattr(self._processor, "pipe", None)
-        if pipe is None:
-            return "", None, False
-        return str(pipe.provider), pipe.gpu_requested, bool(pipe.gpu_fallback)
+        return self._provider  # published whole by this thread when it installs or drops a stage
+
+    def _set_processor(self, processor: Processor | None) -> None:
+        """Install (or drop) the stage, and publish its provider facts for other threads in one
+        reference (they never read the stage itself)."""
+        self._processor = processor
+        pipe = getattr(processor, "pipe", None)
+        self._provider = (
+            ("", None, False)
+            if pipe is None
+            else (str(pipe.provider), pipe.gpu_requested, bool(pipe.gpu_fallback))
+        )
 
     def hung_for(self, now: float) -> float:
         """Seconds the current unit of the stage call (a model call, or the stage's own work since
         its last beat) has run once over its bound; 0 otherwise (idle, or slow but progressing)."""
         return self.heartbeat.hung_for(now)
+
+    @property
+    def inp(self) -> TripleBuffer[CapturedFrame]:
+        """The captured frames this thread reads (replaced only by this thread, see :meth:`rewire`)."""
+        return self._inp
+
+    @property
+    def anchors(self) -> TripleBuffer[AnchorSlot] | None:
+        """Live display: each result's crops also go, as an immutable snapshot, to the capture
+        thread's keypoint tracker through this buffer (None: synced display, nothing extra is
+        copied). Replaced only by this thread, see :meth:`rewire`."""
+        return self._anchors
+
+    def rewire(self, inp: TripleBuffer[CapturedFrame], anchors: TripleBuffer[AnchorSlot] | None) -> None:
+        """Read frames from ``inp`` and hand live anchors to ``anchors`` from the next iteration on
+        (a fresh capture thread, a display-mode switch). Other threads only ask: the request goes
+        through a queue and this thread applies it, so each buffer reference has one writer. Before
+        the thread runs, the change is applied at once."""
+        if not self.is_alive():
+            self._inp, self._anchors = inp, anchors
+            return
+        self._wiring.put((inp, anchors))
+
+    def _take_wiring(self) -> None:
+        while True:
+            try:
+                self._inp, self._anchors = self._wiring.get_nowait()
+            except queue.Empty:
+                return
 
     def abandon(self) -> None:
         """Give up on this thread (its call hangs): it never publishes again and exits when (if)
@@ -298,7 +338,7 @@ class InferenceThread(threading.Thread):
                     self._start_build()
 
     def _install(self, processor: Processor, now: float) -> None:
-        self._processor = processor
+        self._set_processor(processor)
         self.processor_name = processor.name
         self.problem = ""
         self._watch = ()
@@ -352,7 +392,7 @@ class InferenceThread(threading.Thread):
         ):
             return False  # transient: the screen keeps the last good result
         self.restarts += 1
-        self._processor = None
+        self._set_processor(None)
         self.heartbeat.last_frame_s = 0.0  # the pass-through meanwhile is not slow
         delay = self._next_delay()
         self._fallback = PassThrough(
@@ -372,6 +412,7 @@ class InferenceThread(threading.Thread):
         self._start_build()
         prev_frame = (0, 0.0)  # seq and capture time of the frame before this one
         while not self._stop_event.is_set() and not self._abandoned.is_set():
+            self._take_wiring()
             self._housekeeping(time.perf_counter())
             if not self.inp.wait(0.05):
                 continue
