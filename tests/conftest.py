@@ -103,6 +103,17 @@ def xvfb_display() -> Iterator[str]:
     runs never collide); yields ``":N"``. ``-noreset``: by default the server resets when its last
     client disconnects, and a window opened during that reset fails to connect. Skips when Xvfb
     is not installed."""
+    proc, display = start_xvfb()
+    try:
+        yield display
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def start_xvfb() -> tuple[subprocess.Popen[bytes], str]:
+    """A private ``Xvfb`` on the display number it picks itself: ``(process, ":N")``; skips the
+    test when Xvfb is not installed or does not start. The caller stops it."""
     if shutil.which("Xvfb") is None:
         pytest.skip("Xvfb not installed (apt-get install xvfb)")
     read_fd, write_fd = os.pipe()
@@ -118,8 +129,4 @@ def xvfb_display() -> Iterator[str]:
     if not number:
         proc.kill()
         pytest.skip("Xvfb did not start")
-    try:
-        yield f":{number}"
-    finally:
-        proc.terminate()
-        proc.wait(5)
+    return proc, f":{number}"

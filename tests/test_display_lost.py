@@ -25,6 +25,7 @@ from pathlib import Path
 
 import cv2
 import pytest
+from conftest import start_xvfb
 from egl_helpers import skip_module_without_egl
 from fault_inject import booth_folder, swapped
 
@@ -39,23 +40,9 @@ XDOTOOL = shutil.which("xdotool")
 
 @pytest.fixture
 def own_xvfb() -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    if shutil.which("Xvfb") is None:
-        pytest.skip("Xvfb not installed (apt-get install xvfb)")
-    read_fd, write_fd = os.pipe()
-    proc = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(write_fd), "-screen", "0", "1280x720x24", "-nolisten", "tcp", "-noreset"],
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(write_fd)
-    with os.fdopen(read_fd) as f:
-        number = f.readline().strip()
-    if not number:
-        proc.kill()
-        pytest.skip("Xvfb did not start")
+    proc, display = start_xvfb()  # killed by the test: its own server
     try:
-        yield proc, f":{number}"
+        yield proc, display
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from egl_helpers import egl_available
+from net_helpers import free_port
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.appliance.monitoring import render_metrics
@@ -29,18 +30,6 @@ prom_parser = pytest.importorskip(
 ROOT = Path(__file__).resolve().parent.parent
 JPEG = b"\xff\xd8\xff\xe0" + b"k" * 2000 + b"\xff\xd9"
 OLD_TOKEN = "Aaaaaaaaaaaaaaaaaaaaaa"  # a keepsake a previous run left behind
-
-
-def _port() -> int:
-    for port in range(18190, 18200):
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 18190-18199")
 
 
 def _status(port: int, path: str) -> int:
@@ -82,7 +71,7 @@ def _families(text: str) -> dict[str, dict[tuple[str, tuple[tuple[str, str], ...
 def test_kiosk_run_serves_keepsakes_only_when_enabled_and_cleans_up(tmp_path: Path, enabled: bool) -> None:
     if not egl_available():
         pytest.skip("no EGL/OpenGL context available (install libegl1 and Mesa)")
-    port = _port()
+    port = free_port()
     folder = tmp_path / "keepsakes"
     folder.mkdir()
     (folder / f"{OLD_TOKEN}.jpg").write_bytes(JPEG)
@@ -147,7 +136,7 @@ keepsake: {{enabled: {str(enabled).lower()}, listen: "127.0.0.1:{port}"}}
 def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
     tmp_path: Path, separate_process: bool
 ) -> None:
-    port = _port()
+    port = free_port()
     cfg = parse_config(f'keepsake: {{enabled: true, listen: "127.0.0.1:{port}", ttl_s: 600}}\n')
     svc = KeepsakeService(cfg.keepsake, tmp_path / "k", separate_process=separate_process).start()
     try:
@@ -169,7 +158,7 @@ def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
 
 
 def test_a_service_that_cannot_start_says_so_on_the_staff_line(tmp_path: Path) -> None:
-    port = _port()
+    port = free_port()
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))

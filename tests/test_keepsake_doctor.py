@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from net_helpers import free_port
 
 from kiosk.appliance.doctor import CHECKS, make_context, run_checks
 from kiosk.appliance.doctor.keepsake import check_address, check_dropin, check_port, check_printer
@@ -17,20 +18,8 @@ from kiosk.keepsake.server import KeepsakeServer
 from kiosk.keepsake.store import KeepsakeStore, StoreLimits
 
 
-def _port() -> int:
-    for port in range(18180, 18190):
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 18180-18189")
-
-
 def test_the_port_free_taken_or_served_by_a_kiosk(tmp_path: Path) -> None:
-    port = _port()
+    port = free_port()
     k = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}")
     assert check_port(k).ok
     with socket.socket() as s:
@@ -113,7 +102,7 @@ def test_doctor_runs_the_keepsake_checks_only_when_enabled(
     assert len(checks) == 1, "kiosk doctor runs the keepsake checks"
     names = [c.name for c in run_checks(make_context(cfg), checks).checks]
     assert names[0] == "keepsake" and set(names) <= {"keepsake", "keepsake-network"}
-    port = _port()
+    port = free_port()
     cfg.write_text(
         f'keepsake: {{enabled: true, listen: "127.0.0.1:{port}", url_base: "http://127.0.0.1:{port}"}}\n'
     )

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from net_helpers import free_port
 
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.process import NICE, KeepsakeServerProcess, StoreMirror
@@ -18,18 +19,6 @@ from kiosk.keepsake.store import Found, KeepsakeError, KeepsakeRecord, KeepsakeS
 
 JPEG = b"\xff\xd8\xff\xe0" + b"m" * 3000 + b"\xff\xd9"
 TOKEN = "Bbbbbbbbbbbbbbbbbbbbbb"
-
-
-def _port() -> int:
-    for port in range(18170, 18180):
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 18170-18179")
 
 
 def _get(port: int, path: str) -> tuple[int, bytes]:
@@ -71,7 +60,7 @@ def test_the_server_process_serves_the_kiosks_store(tmp_path: Path) -> None:
     clock = [time.time()]
     store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200), lambda: clock[0]).open()
     before = store.add(JPEG)  # taken before the server started: told at start
-    port = _port()
+    port = free_port()
     srv = KeepsakeServerProcess(store, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}")).start()
     try:
         assert srv.pid != os.getpid() and srv.is_alive()
@@ -99,7 +88,7 @@ def test_the_server_process_serves_the_kiosks_store(tmp_path: Path) -> None:
 
 def test_a_start_failure_in_the_child_is_one_line(tmp_path: Path) -> None:
     store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()
-    port = _port()
+    port = free_port()
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
@@ -113,7 +102,7 @@ def test_a_start_failure_in_the_child_is_one_line(tmp_path: Path) -> None:
 
 def test_a_reloaded_event_name_reaches_the_page(tmp_path: Path) -> None:
     store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()
-    port = _port()
+    port = free_port()
     cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}", event_name="Old Fair")
     srv = KeepsakeServerProcess(store, cfg).start()
     try:
@@ -142,7 +131,7 @@ def test_the_server_process_exits_when_the_kiosk_is_killed(tmp_path: Path) -> No
     import subprocess
     import sys
 
-    port = _port()
+    port = free_port()
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     kiosk = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(tmp_path / "k"), str(port)],

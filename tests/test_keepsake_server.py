@@ -1,4 +1,4 @@
-"""The keepsake web server (kiosk/keepsake/server.py) over real sockets on 127.0.0.1:18150-18199, with
+"""The keepsake web server (kiosk/keepsake/server.py) over real sockets on loopback ports the kernel picks, with
 real HTTP clients: http.client (it sends a path exactly as written, no normalising) and aiohttp's
 client for the concurrent burst. Every request kind a phone or an attacker might send, and its answer."""
 
@@ -16,25 +16,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from net_helpers import free_port
 
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.server import CSP, KeepsakeServer, RateLimiter, client_key, url_base_of
 from kiosk.keepsake.store import KeepsakeError, KeepsakeStore, StoreLimits
 
-PORTS = range(18150, 18190)  # this worktree's ports; 18190-18199 are left for the benchmark
 JPEG = b"\xff\xd8\xff\xe0" + bytes(range(256)) * 40 + b"\xff\xd9"
-
-
-def _free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 18150-18189")
 
 
 class Clock:
@@ -57,7 +45,7 @@ def store(tmp_path: Path, clock: Clock) -> KeepsakeStore:
 
 def _server(store: KeepsakeStore, clock: Clock, **kw: object) -> KeepsakeServer:
     limiter = kw.pop("limiter", None)
-    cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{_free_port()}", event_name="Expo <2026>", **kw)  # type: ignore[arg-type]
+    cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{free_port()}", event_name="Expo <2026>", **kw)  # type: ignore[arg-type]
     return KeepsakeServer(store, cfg, clock=clock, limiter=limiter).start()  # type: ignore[arg-type]
 
 
@@ -323,7 +311,7 @@ def test_a_burst_of_concurrent_requests_is_served_or_refused_cleanly(
 
 
 def test_a_taken_port_is_one_clear_line(store: KeepsakeStore, clock: Clock) -> None:
-    port = _free_port()
+    port = free_port()
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))
@@ -362,9 +350,7 @@ def test_tls_from_tls_cert_and_tls_key(store: KeepsakeStore, clock: Clock, tmp_p
         plain.close()
     finally:
         srv.stop()
-    bad = KeepsakeConfig(
-        enabled=True, listen=f"127.0.0.1:{_free_port()}", tls_cert=str(key), tls_key=str(key)
-    )
+    bad = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{free_port()}", tls_cert=str(key), tls_key=str(key))
     with pytest.raises(KeepsakeError, match="cannot load TLS certificate"):
         KeepsakeServer(store, bad).start()
 
