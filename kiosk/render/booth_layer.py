@@ -33,7 +33,7 @@ from kiosk.render.booth_ui import (
 )
 from kiosk.render.font_atlas import INSTANCE_FLOATS, RGBA, FontAtlas
 from kiosk.render.overlay import TextBatch, TextMetrics, text_sizes
-from kiosk.render.shaders import load_program, uniform
+from kiosk.render.shaders import blend_over, load_program, uniform
 
 #: Floats per UI instance: rect, uv, colour, colour 2, params (radius, border, mode, soft edge).
 UI_FLOATS = 20
@@ -340,13 +340,7 @@ class BoothLayer:
         if not self._shapes.count and not any(b.count for b in self._texts.values()):
             return
         ctx = self._ctx
-        ctx.enable(moderngl.BLEND)
-        ctx.blend_func = (
-            moderngl.SRC_ALPHA,
-            moderngl.ONE_MINUS_SRC_ALPHA,
-            moderngl.ONE,
-            moderngl.ONE_MINUS_SRC_ALPHA,
-        )  # type: ignore[assignment]  # moderngl accepts separate colour/alpha factors
+        blend_over(ctx)
         if self._shapes.count:
             (self._thumbs or self._blank).use(0)
             self._u_ui_size.value = logical_size

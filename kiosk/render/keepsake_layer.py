@@ -36,7 +36,7 @@ from kiosk.render.booth_layer import (
 from kiosk.render.font_atlas import INSTANCE_FLOATS, FontAtlas
 from kiosk.render.keepsake_ui import KeepsakeView
 from kiosk.render.overlay import TextBatch, TextMetrics, text_sizes
-from kiosk.render.shaders import load_program, uniform
+from kiosk.render.shaders import blend_over, load_program, uniform
 
 #: The countdown digit's height, fraction of the smaller logical side.
 DIGIT_FRACTION = 0.42
@@ -148,13 +148,7 @@ class KeepsakeLayer:
 
     def _render(self, logical_size: tuple[int, int], quarter_turns: int) -> None:
         ctx = self._ctx
-        ctx.enable(moderngl.BLEND)
-        ctx.blend_func = (
-            moderngl.SRC_ALPHA,
-            moderngl.ONE_MINUS_SRC_ALPHA,
-            moderngl.ONE,
-            moderngl.ONE_MINUS_SRC_ALPHA,
-        )  # type: ignore[assignment]  # moderngl accepts separate colour/alpha factors
+        blend_over(ctx)
         if self._shapes.count:
             (self._qr_texture or self._blank).use(0)
             self._u_ui_size.value = logical_size

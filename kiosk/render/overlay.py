@@ -19,7 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.render.font_atlas import INSTANCE_FLOATS, RGBA, FontAtlas
-from kiosk.render.shaders import load_program, uniform
+from kiosk.render.shaders import blend_over, load_program, uniform
 
 TEXT_RGBA: RGBA = (1.0, 1.0, 1.0, 1.0)
 NOTICE_RGBA: RGBA = (1.0, 0.8, 0.3, 1.0)
@@ -188,14 +188,7 @@ class TextOverlay:
         self._u_logical_size.value = logical_size
         self._u_quarter_turns.value = quarter_turns
         ctx = self._ctx
-        ctx.enable(moderngl.BLEND)
-        # Straight alpha for colour; keep the destination opaque.
-        ctx.blend_func = (
-            moderngl.SRC_ALPHA,
-            moderngl.ONE_MINUS_SRC_ALPHA,
-            moderngl.ONE,
-            moderngl.ONE_MINUS_SRC_ALPHA,
-        )  # type: ignore[assignment]  # moderngl accepts separate colour/alpha factors
+        blend_over(ctx)
         self._small.draw()
         self._large.draw()
         ctx.disable(moderngl.BLEND)

@@ -69,3 +69,15 @@ def uniform(program: moderngl.Program, name: str) -> moderngl.Uniform:
             f"shader program has no active uniform {name!r} (check the files in {shaders_dir()})"
         )
     return member
+
+
+def blend_over(ctx: moderngl.Context) -> None:
+    """Enable blending for drawing UI over the frame: straight alpha for colour, and the
+    destination kept opaque (its alpha only ever grows)."""
+    ctx.enable(moderngl.BLEND)
+    ctx.blend_func = (
+        moderngl.SRC_ALPHA,
+        moderngl.ONE_MINUS_SRC_ALPHA,
+        moderngl.ONE,
+        moderngl.ONE_MINUS_SRC_ALPHA,
+    )  # type: ignore[assignment]  # moderngl accepts separate colour/alpha factors
