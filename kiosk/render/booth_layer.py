@@ -203,8 +203,9 @@ class _Frame:
         self.text.setdefault(atlas.size_px, []).append(atlas.layout(text, x, y, rgba))
 
 
-class BoothLayer:
-    """Draws :class:`BoothView` s into the bound framebuffer. Main (GL) thread only."""
+class UiLayer:
+    """What the booth and keepsake layers share: the ``ui`` and ``text`` programs with their
+    uniforms, one batch of UI shapes and a text batch per font size. Main (GL) thread only."""
 
     def __init__(
         self,
@@ -227,6 +228,19 @@ class BoothLayer:
         self._u_text_turns = uniform(self._text_program, "u_quarter_turns")
         self._shapes = _UiBatch(ctx, self._ui_program, corners)
         self._texts: dict[int, TextBatch] = {}
+
+
+class BoothLayer(UiLayer):
+    """Draws :class:`BoothView` s into the bound framebuffer. Main (GL) thread only."""
+
+    def __init__(
+        self,
+        ctx: moderngl.Context,
+        corners: moderngl.Buffer,
+        atlas: Callable[[int], FontAtlas],
+        text_scale: float = 1.0,
+    ) -> None:
+        super().__init__(ctx, corners, atlas, text_scale)
         self._blank = ctx.texture((1, 1), 3, b"\xff\xff\xff")
         self._thumbs: moderngl.Texture | None = None
         self._thumb_keys: tuple[str, ...] | None = None

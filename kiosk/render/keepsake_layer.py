@@ -28,15 +28,15 @@ from kiosk.render.booth_layer import (
     PANEL,
     UI_FLOATS,
     WHITE,
+    UiLayer,
     _alpha,
     _Frame,
-    _UiBatch,
     ui_quad,
 )
 from kiosk.render.font_atlas import INSTANCE_FLOATS, FontAtlas
 from kiosk.render.keepsake_ui import KeepsakeView
 from kiosk.render.overlay import TextBatch, TextMetrics, text_sizes
-from kiosk.render.shaders import blend_over, load_program, uniform
+from kiosk.render.shaders import blend_over
 
 #: The countdown digit's height, fraction of the smaller logical side.
 DIGIT_FRACTION = 0.42
@@ -58,7 +58,7 @@ def qr_layout(modules: int, logical_size: tuple[int, int]) -> tuple[int, int]:
     return per_module, per_module * modules
 
 
-class KeepsakeLayer:
+class KeepsakeLayer(UiLayer):
     """Draws keepsake views into the bound framebuffer. Main (GL) thread only."""
 
     def __init__(
@@ -68,20 +68,7 @@ class KeepsakeLayer:
         atlas: Callable[[int], FontAtlas],
         text_scale: float = 1.0,
     ) -> None:
-        self._ctx = ctx
-        self._corners = corners
-        self._font = atlas
-        self._text_scale = text_scale
-        self._ui_program = load_program(ctx, "ui")
-        uniform(self._ui_program, "u_thumbs").value = 0
-        self._u_ui_size = uniform(self._ui_program, "u_logical_size")
-        self._u_ui_turns = uniform(self._ui_program, "u_quarter_turns")
-        self._text_program = load_program(ctx, "text")
-        uniform(self._text_program, "u_atlas").value = 0
-        self._u_text_size = uniform(self._text_program, "u_logical_size")
-        self._u_text_turns = uniform(self._text_program, "u_quarter_turns")
-        self._shapes = _UiBatch(ctx, self._ui_program, corners)
-        self._texts: dict[int, TextBatch] = {}
+        super().__init__(ctx, corners, atlas, text_scale)
         self._blank = ctx.texture((1, 1), 1, b"\xff")
         self._qr_texture: moderngl.Texture | None = None
         self._qr_modules: NDArray[np.uint8] | None = None
