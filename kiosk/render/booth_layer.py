@@ -229,6 +229,15 @@ class UiLayer:
         self._shapes = _UiBatch(ctx, self._ui_program, corners)
         self._texts: dict[int, TextBatch] = {}
 
+    def release(self) -> None:
+        """Free the shared GL objects; a subclass frees its own first, then calls this."""
+        self._shapes.release()
+        for batch in self._texts.values():
+            batch.release()
+        self._texts.clear()
+        self._ui_program.release()
+        self._text_program.release()
+
 
 class BoothLayer(UiLayer):
     """Draws :class:`BoothView` s into the bound framebuffer. Main (GL) thread only."""
@@ -626,18 +635,13 @@ class BoothLayer(UiLayer):
                 y += mm.line
 
     def release(self) -> None:
-        self._shapes.release()
-        for batch in self._texts.values():
-            batch.release()
-        self._texts.clear()
         if self._thumbs is not None:
             self._thumbs.release()
             self._thumbs = None
         self._thumb_keys = None
         self._blank.release()
-        self._ui_program.release()
-        self._text_program.release()
         self._key = None
+        super().release()
 
 
 __all__ = ["TRANSITION_S", "BoothLayer", "build_thumb_atlas", "ui_quad"]

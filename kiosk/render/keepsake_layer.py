@@ -321,15 +321,10 @@ class KeepsakeLayer(UiLayer):
         frame.add_text(big, shown, x0 + m.pad_x, y0 + m.pad_y, WHITE)
 
     def release(self) -> None:
-        self._shapes.release()
-        for batch in self._texts.values():
-            batch.release()
-        self._texts.clear()
         if self._qr_texture is not None:
             self._qr_texture.release()
             self._qr_texture = None
         self._qr_modules = None
         self._blank.release()
-        self._ui_program.release()
-        self._text_program.release()
         self._key = None
+        super().release()
