@@ -25,41 +25,11 @@ import pytest
 
 from kiosk.booth.faces import FaceLibrary
 from kiosk.booth.photo_files import PhotoError, decode_photo
-from kiosk.types import Face
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import soak  # noqa: E402
-
-
-class FakeAnalyzer:
-    """One face in the middle of every photo (no models)."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-
-    def find_source_faces(self, image):  # type: ignore[no-untyped-def]
-        self.calls += 1
-        h, w = image.shape[:2]
-        box = np.array([w * 0.25, h * 0.25, w * 0.75, h * 0.75], np.float32)
-        return [Face(box_xyxy=box, score=0.9, kps=np.zeros((5, 2), np.float32))], image
-
-    def source_latent(self, image, face):  # type: ignore[no-untyped-def]
-        return np.full(8, float(image.mean()), np.float32)
-
-
-def _photo(folder: Path, name: str, shade: int) -> Path:
-    path = folder / f"{name}.png"
-    assert cv2.imwrite(str(path), np.full((64, 64, 3), shade, np.uint8))
-    return path
-
-
-def _library(tmp_path: Path, names: tuple[str, ...] = ("ann", "ben")) -> FaceLibrary:
-    folder = tmp_path / "faces"
-    folder.mkdir()
-    for i, name in enumerate(names):
-        _photo(folder, name, 40 + 30 * i)
-    return FaceLibrary(folder, tmp_path / "cache", thumb_px=16)
+from test_faces_snapshot import FakeAnalyzer, _library  # noqa: E402
 
 
 def _run(
@@ -245,19 +215,6 @@ _WARM_UP = """
 """
 
 
-def _tmpfs(folder: Path, size: str = "64k") -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-            capture_output=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def _umount(folder: Path) -> None:
     subprocess.run(["umount", str(folder)], capture_output=True, timeout=30, check=False)
 
@@ -268,7 +225,7 @@ def test_a_full_kernel_cache_folder_compiles_in_memory_and_says_which_folder(tmp
     never started. Now the kernels compile in memory, one line names the folder. A 64 KB tmpfs is
     the full disk where mounting is allowed; elsewhere a file size limit (EFBIG) stands in."""
     full = tmp_path / "full"
-    mounted = _tmpfs(full)
+    mounted = soak.mount_tmpfs(full, "64k")
     try:
         prelude = ""
         if not mounted:  # RLIMIT_FSIZE: any write past 1 KB fails (EFBIG), the process lives on

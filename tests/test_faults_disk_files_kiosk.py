@@ -170,25 +170,12 @@ def test_bomb_photo_fifo_config_and_faces_folder_away_keep_the_swap_on_screen(tm
         assert v and all(v), (p, v)  # the swap on screen in every sample of every phase
 
 
-def _tmpfs(folder: Path, size: str) -> bool:
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        done = subprocess.run(
-            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-            capture_output=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return done.returncode == 0
-
-
 def test_a_full_kernel_cache_disk_still_swaps_and_the_notice_names_the_folder(tmp_path):
     """``kiosk run`` with ``NUMBA_CACHE_DIR`` on a full 64 KB tmpfs: before, the stage failed to
     start on every retry (ENOSPC, a 35-line traceback each) and the screen showed the visitor's
     real face for good."""
     full = tmp_path / "full"
-    if not _tmpfs(full, "64k"):
+    if not soak.mount_tmpfs(full, "64k"):
         pytest.skip(
             "cannot mount a tmpfs here (needs root); the EFBIG stand-in is in test_faults_disk_files.py"
         )
