@@ -67,9 +67,9 @@ def test_no_face_in_source(standin_cfg: KioskConfig) -> None:
 
 
 def test_source_latent_is_cached(pipe: SwapPipeline) -> None:
-    before = dict(pipe._latents)
+    before = dict(pipe.sources._latents)
     pipe.set_source(SOURCE)
-    assert pipe._latents.keys() == before.keys()
+    assert pipe.sources._latents.keys() == before.keys()
 
 
 def test_enhancer(standin_cfg: KioskConfig) -> None:

@@ -114,7 +114,7 @@ class BenchProcessor(SwapProcessor):
         self.idle = threading.Event()
         self.idle.set()
         self._det_runners = [pipe.detector.runner] + (
-            [pipe._roi_detector.runner] if pipe._roi_detector is not None else []
+            [pipe.finder.roi_detector.runner] if pipe.finder.roi_detector is not None else []
         )
         self._det_before = 0.0
         self._cpu_before = 0.0
@@ -532,7 +532,9 @@ def run_bench(
             "tracking": pipe.tracker is not None,
             "detect_every": cfg.processing.detect_every if pipe.tracker is not None else 1,
             "det_size": pipe.detector.det_size,
-            "roi_det_size": pipe._roi_detector.det_size if pipe._roi_detector is not None else None,
+            "roi_det_size": pipe.finder.roi_detector.det_size
+            if pipe.finder.roi_detector is not None
+            else None,
             "max_faces": pipe.max_faces,
             "detector": Path(pipe.detector.path).name,
             "swapper": pipe.swapper.spec.id,
