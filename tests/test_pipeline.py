@@ -46,6 +46,28 @@ def test_public_api(pipe: SwapPipeline) -> None:
     assert pipe.times.faces == 2 and pipe.times.detect_ms > 0
 
 
+def test_old_attribute_names_are_the_collaborators_state(standin_cfg: KioskConfig) -> None:
+    """The pipeline's attributes are its collaborators' own: reading one reads the owner's, the
+    assignable ones (a stand-in swapper, parser, mask builder, the enhance toggle, the tracker)
+    write through to the one owner, and the others refuse assignment instead of shadowing it."""
+    from kiosk.inference.classic import ClassicSwapper
+    from kiosk.inference.mask import MaskBuilder
+
+    p = SwapPipeline.from_config(standin_cfg)
+    assert p.detector is p.models.detector is p.finder.detector
+    assert p.masks is p.face_step.masks and p.tracker is p.finder.tracker
+    classic = ClassicSwapper()
+    p.swapper = classic
+    assert p.models.swapper is classic and p.classic
+    masks = MaskBuilder()
+    p.masks = masks
+    assert p.face_step.masks is masks
+    p.enhance = False
+    assert p.face_step.enhance is False
+    with pytest.raises(AttributeError, match="read-only"):
+        p.detector = p.detector
+
+
 def test_process_changes_only_the_face_regions(pipe: SwapPipeline) -> None:
     frame = FRAME.copy()
     out = pipe.process(frame)

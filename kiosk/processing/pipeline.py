@@ -90,8 +90,8 @@ class SwapPipeline:
     """The four models wired together. Not thread-safe: one instance per thread.
 
     ``models`` (the opened models), ``finder`` (this frame's faces), ``sources`` (the face swapped
-    in) and ``faces`` (the per-face work) are its collaborators; the properties below are their
-    state under the names callers have always used."""
+    in) and ``face_step`` (the per-face work) are its collaborators; the attributes forwarded
+    below are their state under the names callers have always used."""
 
     def __init__(
         self,
@@ -114,7 +114,7 @@ class SwapPipeline:
         self.models = ModelSet(detector, embedder, swapper, enhancer, face_parser, gpu_requested)
         self.finder = FaceFinder(detector, max_faces=max_faces, face_policy=face_policy, tracking=tracking)
         self.sources = SourceLatents(self.models)
-        self.faces = FaceSwapStep(
+        self.face_step = FaceSwapStep(
             self.models,
             enhance=enhance,
             enhance_blend=enhance_blend,
@@ -168,12 +168,12 @@ class SwapPipeline:
     provider = _Forward[str]("models")
     classic = _Forward[bool]("models")
     gpu_fallback = _Forward[bool]("models")
-    masks = _Forward[MaskBuilder]("faces", writable=True)
-    color = _Forward[ColorCorrector]("faces")
+    masks = _Forward[MaskBuilder]("face_step", writable=True)
+    color = _Forward[ColorCorrector]("face_step")
     #: Whether faces are enhanced (the staff toggle; False without an enhancer).
-    enhance = _Forward[bool]("faces", writable=True)
-    enhance_blend = _Forward[float]("faces")
-    swap_resolution = _Forward[int]("faces")
+    enhance = _Forward[bool]("face_step", writable=True)
+    enhance_blend = _Forward[float]("face_step")
+    swap_resolution = _Forward[int]("face_step")
     tracker = _Forward[FaceTracker | None]("finder", writable=True)
     tracking_options = _Forward[TrackingOptions | None]("finder")
     max_faces = _Forward[int]("finder")
@@ -196,7 +196,7 @@ class SwapPipeline:
     def reset_tracking(self) -> None:
         """Forget the tracked faces (a new scene: the source changed or restarted)."""
         self.finder.reset()
-        self.faces.color.reset()
+        self.face_step.color.reset()
 
     def warm_up(self) -> dict[str, float]:
         """Run every model once on zeros (and compile the pixel kernels), so the first real frame
@@ -208,8 +208,8 @@ class SwapPipeline:
         color_mod.warm_up()
         out = {"kernels": (time.perf_counter() - t0) * 1e3}
         out |= self.finder.warm_up()
-        out |= self.models.warm_up(self.faces.swap_resolution)
-        out["paste"] = self.faces.warm_up()
+        out |= self.models.warm_up(self.face_step.swap_resolution)
+        out["paste"] = self.face_step.warm_up()
         self.warmup_ms = out
         log.info(
             "models warmed up in %.0f ms (%s)",
@@ -294,7 +294,7 @@ class SwapPipeline:
         # 2. which source face each one gets
         latents = self._assign_latents(ids, faces)
         # 3. swap, mask, colour, paste and enhance each face (align_ms ... enhance_ms)
-        result = self.faces.swap_faces(
+        result = self.face_step.swap_faces(
             frame_bgr, out_bgr if paste else None, faces, ids, latents, t_frame, reuse, times
         )
         times.faces = len(faces)
