@@ -314,3 +314,17 @@ def test_anchor_carries_each_faces_alpha_mask() -> None:
     own, box = anchor.faces
     assert own.alpha is not None and own.alpha[50, 50] == 255 and own.alpha[0, 0] == 0
     assert box.alpha is shared
+
+
+def test_age_limit_follows_the_arrival_age_and_the_result_interval() -> None:
+    """kiosk.capture.live_stats.AgeLimit: arrival age + AGE_PERIODS periods (medians), at least
+    AGE_MIN_S; a fixed ``max_age_s`` wins."""
+    from kiosk.capture.live_stats import AGE_MIN_S, AGE_PERIODS, AgeLimit
+
+    age = AgeLimit()
+    assert age.seconds() == float("inf")  # before any result nothing is too old
+    age.arrived(0.0, 1.0)  # 1 s old; the arrival age stands in for the period
+    assert age.seconds() == 1.0 + AGE_PERIODS * 1.0
+    age.arrived(1.0, 1.5)  # 0.5 s old, 0.5 s after the first
+    assert age.seconds() == max(AGE_MIN_S, 0.75 + AGE_PERIODS * 0.5)
+    assert AgeLimit(1.5).seconds() == 1.5
