@@ -163,8 +163,8 @@ class LiveTracker:
     Faces are followed by tracks that outlive results: a new result's face that lies on a live
     track at its frame is carried by that track's motion since then (no work); only a face
     without one (someone new, or after a loss) is brought forward through the ring of frames.
-    The points and the optical flow are :mod:`kiosk.capture.live_points`'; the age limit and the
-    counters (:attr:`counts`) are :mod:`kiosk.capture.live_stats`'.
+    The ring, the points and the optical flow live in :mod:`kiosk.capture.live_points`; the age
+    limit and the counters (:attr:`counts`) in :mod:`kiosk.capture.live_stats`.
     """
 
     def __init__(self, opts: LiveOptions | None = None) -> None:
