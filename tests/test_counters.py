@@ -85,7 +85,7 @@ def test_the_outputs_come_from_the_snapshot_not_the_live_threads() -> None:
     _processed_at_30_fps(app, now)
     c = app.counters(now)
     _processed_at_30_fps(app, now + 2.0, n=90)  # the threads move on after the snapshot
-    app.snapshots_written = 7
+    app.shots.snapshots_written = 7
     s = app.stats(c)
     assert s["frames"]["processed"] == 30 and s["snapshots_written"] == 0
     assert app.stats()["frames"]["processed"] == 120  # a fresh snapshot sees them

@@ -73,7 +73,7 @@ def test_the_render_loop_keeps_drawing_while_a_screenshot_is_encoded(
     assert slow.drawn_during_first >= slow.frames
     # a read-back about every 0.2 s of (fake) time at 20 fps (4-5 frames), plus the final one at exit
     assert 120 // 5 + 1 <= len(reads) <= 120 // 4 + 1
-    writer = app._shots
+    writer = app.shots.writer
     assert writer is not None and writer.idle
     assert writer.screenshots_replaced >= 1  # frames handed over during the slow encode: newest won
     assert writer.screenshots_written + writer.screenshots_replaced == len(reads)

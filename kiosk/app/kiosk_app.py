@@ -41,6 +41,7 @@ from kiosk.app.counters import (
 )
 from kiosk.app.display_mode import AutoMode, ScreenShare
 from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
+from kiosk.app.shots import Shots
 from kiosk.app.supervisor import Supervisor
 from kiosk.appliance.exit import EXIT_DISPLAY_LOST, other_threads
 from kiosk.appliance.monitoring import TextfileMonitor
@@ -48,7 +49,6 @@ from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
 from kiosk.booth.session import BoothSession
-from kiosk.booth.snapshots import SnapshotKeeper
 from kiosk.capture.live import AnchorSlot, LiveFrame, LiveOptions, new_live_frame
 from kiosk.capture.live_feed import LiveFeed
 from kiosk.capture.sources import Source, make_source
@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from kiosk.keepsake.flow import KeepsakeFlow, Saved
     from kiosk.keepsake.service import KeepsakeService
     from kiosk.keepsake.still import Picture
-    from kiosk.render.shots import ShotWriter
 
 log = logging.getLogger(__name__)
 
@@ -187,14 +186,12 @@ class KioskApp:
         #: The booth session (input, quit policy, attract mode, selection, thumbnails, warnings):
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
-        self.snapshots_written = 0
-        self._snapshot_keeper = SnapshotKeeper()  # snapshots a full folder did not take yet
+        self.shots = Shots()  # snapshots and screenshots, written by their own thread
         #: The keepsakes' on-screen flow (:mod:`kiosk.keepsake.flow`) while their service runs.
         self.keepsake_flow: KeepsakeFlow | None = None
         self._keepsake_view: Any = None  # the last frame's KeepsakeView (None: idle)
         self._shown_picture: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded: a keepsake's
         self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
-        self._shots: ShotWriter | None = None  # started with the first screenshot or snapshot
         self._custom_source = source_factory is not None
         self._custom_processor = processor_factory is not None
         self._watcher = ConfigWatcher(config_path) if config_path is not None else None
@@ -473,7 +470,7 @@ class KioskApp:
             enhance_enabled=self.controls.enhance_enabled,
             debug=self.controls.debug,
             attract=self.attract,
-            snapshots_written=self.snapshots_written,
+            snapshots_written=self.shots.snapshots_written,
             thread_restarts=self.thread_restarts,
             keepsakes=self.keepsakes.metrics() if self.keepsakes is not None and detailed else None,
         )
@@ -659,60 +656,21 @@ class KioskApp:
             return None
 
     # -- booth state -------------------------------------------------------------------------
-    def _shot_writer(self) -> ShotWriter:
-        if self._shots is None:
-            from kiosk.render.shots import ShotWriter
-
-            self._shots = ShotWriter()
-        return self._shots
-
-    def _close_shots(self) -> None:
-        """Write the screenshot and snapshots still waiting, then stop the writer thread."""
-        if self._shots is not None:
-            self._shots.close()
-
     def _take_snapshot(self, surface: Any) -> None:
-        """Read the frame just drawn; the writer thread encodes and saves it (queued, never dropped)."""
+        """The staff's snapshot key: the frame just drawn, saved by the shots' writer thread."""
         self.controls.snapshot_requested = False
         snap = self.cfg.snapshots
-        folder, hours, files = self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files
-        rgb = surface.read_rgb()
-        taken = time.time()
-        keeper = self._snapshot_keeper
+        self.shots.take_snapshot(surface, self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files)
 
-        def save() -> None:  # a full folder: kept in memory, written when space returns
-            before = keeper.written
-            keeper.save(rgb, folder, hours, files, now=taken)
-            self.snapshots_written += keeper.written - before
-
-        self._shot_writer().job(save)
-
-    def _retry_snapshots(self) -> None:
-        """Snapshots kept in memory (a full snapshot folder): hand the writer thread a retry now
-        and then."""
-        keeper = self._snapshot_keeper
-        if keeper.claim_retry():
-
-            def retry() -> None:
-                before = keeper.written
-                keeper.retry()
-                self.snapshots_written += keeper.written - before
-
-            self._shot_writer().job(retry)
-
-    def _write_screenshot(self, surface: Any) -> None:
-        """Hand the frame just drawn to the writer thread, which replaces ``opts.screenshot`` by it
-        atomically (a reader never sees half a PNG); a newer frame replaces one still waiting."""
-        path = self.opts.screenshot
-        if path is None:
-            return
-        self._shot_writer().screenshot(path, surface.read_rgb())
+    @property
+    def snapshots_written(self) -> int:
+        return self.shots.snapshots_written
 
     def _staff_problem(self) -> str:
         """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
         and the snapshot folder's (snapshots kept in memory while it is full)."""
         first = self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
-        return " · ".join(p for p in (first, self._snapshot_keeper.problem) if p)
+        return " · ".join(p for p in (first, self.shots.problem) if p)
 
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
@@ -898,10 +856,10 @@ class KioskApp:
                 final = self.session.view(mono, self._staff_problem())
                 booth, extra = self._with_keepsake(final.booth)
                 self.renderer.draw(size, self._overlay, booth=booth, now=mono, **extra)
-                self._write_screenshot(self.surface)
+                self.shots.screenshot(self.opts.screenshot, self.surface)
         finally:
             notifier.stopping()
-            self._close_shots()  # the last screenshot is on disk when run returns
+            self.shots.close()  # the last screenshot is on disk when run returns
             self.shutdown()
             if self.keepsake_flow is not None:
                 self.keepsake_flow.close()
@@ -1008,10 +966,10 @@ class KioskApp:
         self.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
         if self.controls.snapshot_requested:
             self._take_snapshot(surface)
-        self._retry_snapshots()
+        self.shots.retry_snapshots()
         every = self.loop_options.screenshot_every_s
         if every and now >= self._schedule.shot:
-            self._write_screenshot(surface)
+            self.shots.screenshot(self.opts.screenshot, surface)
             self._schedule.shot = now + every
         surface.end_frame()
 
