@@ -18,7 +18,6 @@ frozen view it returns. This module keeps the wiring, start/stop and supervision
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import threading
@@ -40,6 +39,7 @@ from kiosk.app.counters import (
     status_line,
 )
 from kiosk.app.display_mode import AutoMode, ScreenShare
+from kiosk.app.keepsake_host import KeepsakeHost
 from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
 from kiosk.app.shots import Shots
 from kiosk.app.supervisor import Supervisor
@@ -62,9 +62,7 @@ from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 
 if TYPE_CHECKING:
-    from kiosk.keepsake.flow import KeepsakeFlow, Saved
-    from kiosk.keepsake.service import KeepsakeService
-    from kiosk.keepsake.still import Picture
+    from kiosk.keepsake.flow import KeepsakeFlow
 
 log = logging.getLogger(__name__)
 
@@ -187,11 +185,9 @@ class KioskApp:
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, self._library, self.controls)
         self.shots = Shots()  # snapshots and screenshots, written by their own thread
-        #: The keepsakes' on-screen flow (:mod:`kiosk.keepsake.flow`) while their service runs.
-        self.keepsake_flow: KeepsakeFlow | None = None
-        self._keepsake_view: Any = None  # the last frame's KeepsakeView (None: idle)
         self._shown_picture: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded: a keepsake's
-        self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
+        #: Keepsakes (keepsake.enabled): the service and its on-screen flow, while run() runs.
+        self.keepsake = KeepsakeHost(self.session, lambda: self._shown_picture)
         self._custom_source = source_factory is not None
         self._custom_processor = processor_factory is not None
         self._watcher = ConfigWatcher(config_path) if config_path is not None else None
@@ -227,7 +223,6 @@ class KioskApp:
         #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
         self.supervisor = Supervisor(self.stop)
         self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
-        self.keepsakes: KeepsakeService | None = None  # keepsake.enabled, while run() runs
         self._t_start = 0.0
         self._t_start_unix = 0.0
         self._t_last_result = 0.0
@@ -472,7 +467,7 @@ class KioskApp:
             attract=self.attract,
             snapshots_written=self.shots.snapshots_written,
             thread_restarts=self.thread_restarts,
-            keepsakes=self.keepsakes.metrics() if self.keepsakes is not None and detailed else None,
+            keepsakes=self.keepsake.metrics() if detailed else None,
         )
 
     # -- overlay ---------------------------------------------------------------------------
@@ -514,8 +509,9 @@ class KioskApp:
         if counters is not None and not counters.detailed:
             raise ValueError("stats need a detailed counters snapshot (latency percentiles)")
         out = stats_dict(counters if counters is not None else self.counters())
-        if self.keepsake_flow is not None:  # what visitors did on screen (keepsakes: the service's)
-            out["keepsake_flow"] = self.keepsake_flow.stats()
+        flow = self.keepsake.flow_stats()
+        if flow is not None:  # what visitors did on screen (keepsakes: the service's)
+            out["keepsake_flow"] = flow
         return out
 
     def write_stats(self, counters: Counters | None = None) -> None:
@@ -571,13 +567,7 @@ class KioskApp:
         # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
         # (keys that rebuild nothing), so it follows every change, before the plan is looked at.
         self.session.cfg = new
-        if self.keepsakes is not None:  # limits, page text, printing: read where used
-            self.keepsakes.apply(new.keepsake)
-        if self.keepsake_flow is not None:  # the countdown, show_s, confirm, ttl_s on screen
-            from kiosk.keepsake.flow import FlowOptions
-
-            # keepsake.enabled applies at the next start: the server runs until then
-            self.keepsake_flow.options = dataclasses.replace(FlowOptions.of(new.keepsake), enabled=True)
+        self.keepsake.apply(new.keepsake)  # limits, page text, printing, the flow on screen
         plan = plan_reload(old, new)
         if not plan:
             return plan
@@ -669,7 +659,7 @@ class KioskApp:
     def _staff_problem(self) -> str:
         """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
         and the snapshot folder's (snapshots kept in memory while it is full)."""
-        first = self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
+        first = self._config_problem or self.keepsake.staff_line()
         return " · ".join(p for p in (first, self.shots.problem) if p)
 
     def status_text(self, counters: Counters | None = None) -> str:
@@ -722,55 +712,10 @@ class KioskApp:
         self._on_screen = (len(frame.faces), fresh, frame.real_reasons)
         return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
 
-    # -- keepsakes -----------------------------------------------------------------------------
-    def _open_keepsake_flow(self) -> None:
-        """The on-screen flow of the keepsake service (whose server starts in the background: the
-        key is taken, and the banner says photos are kept, only while it serves)."""
-        if self.keepsakes is None:
-            return
-        from kiosk.keepsake.flow import FlowOptions, KeepsakeFlow
-
-        self.keepsake_flow = KeepsakeFlow(FlowOptions.of(self.cfg.keepsake), self._keep)
-
-    def _keep(self, jpeg: bytes) -> Saved:
-        """Store a kept photo (the flow's worker thread): the address its QR code encodes."""
-        from kiosk.keepsake.flow import Saved
-
-        assert self.keepsakes is not None
-        kept = self.keepsakes.keep(jpeg)
-        return Saved(kept.url, kept.record.expires)
-
-    def _step_keepsake(self, actions: tuple[str, ...], mono: float) -> None:
-        """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
-        flow = self.keepsake_flow
-        if flow is None:
-            return
-        serving = self.keepsakes is not None and self.keepsakes.available
-        # the session applies the key (and the banner tells) only while the server serves
-        self.session.keepsake_options = flow.options if serving else None
-        for _ in range(actions.count("keepsake")):
-            flow.press(mono)
-        kv = flow.step(self._copy_picture, mono)
-        self._keepsake_view = kv if kv.active else None
-        if kv.still_bgr is not None and self._still_shown != (kv.still_serial, self.renderer):
-            self.renderer.set_frame(kv.still_bgr)  # the stored pixels, at the camera's resolution
-            self._still_shown = (kv.still_serial, self.renderer)
-
-    def _copy_picture(self) -> Picture | None:
-        """A copy of the picture on screen (the frame and its GPU-composited crops) for a keepsake."""
-        if self._shown_picture is None:
-            return None
-        from kiosk.keepsake.still import Picture
-
-        return Picture.copy_of(*self._shown_picture)
-
-    def _with_keepsake(self, booth: Any) -> tuple[Any, dict[str, Any]]:
-        """The booth view (no carousel or attract screen over a keepsake) and the renderer's keepsake
-        argument (none while no keepsake is on screen)."""
-        kv = self._keepsake_view
-        if kv is None:
-            return booth, {}
-        return dataclasses.replace(booth, show_carousel=False, attract=False), {"keepsake": kv}
+    @property
+    def keepsake_flow(self) -> KeepsakeFlow | None:
+        """The keepsakes' on-screen flow while their service runs (benchmarks drive it)."""
+        return self.keepsake.flow
 
     # -- the render loop ---------------------------------------------------------------------
     def _open_display(self) -> tuple[Any, Any]:
@@ -837,11 +782,7 @@ class KioskApp:
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
-        if self.cfg.keepsake.enabled:  # aiohttp is imported only for a booth that shares photos
-            from kiosk.keepsake.service import open_keepsakes
-
-            self.keepsakes = open_keepsakes(self.cfg)
-            self._open_keepsake_flow()
+        self.keepsake.open(self.cfg)
         self._start_workers()
         o = self.loop_options
         self._schedule = _Schedule(
@@ -854,23 +795,19 @@ class KioskApp:
                 size = self.surface.begin_frame()
                 mono = time.monotonic()
                 final = self.session.view(mono, self._staff_problem())
-                booth, extra = self._with_keepsake(final.booth)
+                booth, extra = self.keepsake.with_keepsake(final.booth)
                 self.renderer.draw(size, self._overlay, booth=booth, now=mono, **extra)
                 self.shots.screenshot(self.opts.screenshot, self.surface)
         finally:
             notifier.stopping()
             self.shots.close()  # the last screenshot is on disk when run returns
             self.shutdown()
-            if self.keepsake_flow is not None:
-                self.keepsake_flow.close()
-                self.keepsake_flow = None
-            if self.keepsakes is not None:  # the server stops, the photos go (unless keep_on_disk)
-                self.keepsakes.close()
+            self.keepsake.close()  # the server stops, the photos go (unless keep_on_disk)
             self.write_stats()
             if self.monitor is not None:
                 self.monitor.close(self.stats())  # up 0
                 self.monitor = None
-            self.keepsakes = None
+            self.keepsake.service = None
             notifier.close()
             if not self.opts.headless:
                 from kiosk.render import xio
@@ -913,7 +850,7 @@ class KioskApp:
             self._reopen_display()
         self._reopen_due()
         result = self.result_buf.read()
-        frozen = self._keepsake_view is not None and self._keepsake_view.freeze  # a keepsake's still
+        frozen = self.keepsake.frozen  # a keepsake's still
         mode = self._choose_mode(self._clock())
         if result is not None:
             if mode == "synced" and not self.loop_options.auto and not frozen:
@@ -933,7 +870,7 @@ class KioskApp:
         view = self.session.step(self.surface.poll_events(), result, mono, self._staff_problem())
         if view.quit_requested:
             self.stop.set()
-        self._step_keepsake(view.actions, mono)
+        self.keepsake.step(view.actions, mono, self.renderer)
         booth = view.booth
         # --
         if self.surface.should_close():
@@ -962,7 +899,7 @@ class KioskApp:
         """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
         surface = self.surface
         size = surface.begin_frame()
-        booth, extra = self._with_keepsake(booth)
+        booth, extra = self.keepsake.with_keepsake(booth)
         self.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
         if self.controls.snapshot_requested:
             self._take_snapshot(surface)
