@@ -112,11 +112,11 @@ def _app(
     surface = FakeSurface(clock, on_frame)
     opened: list[float] = []
 
-    def open_display() -> tuple[Any, Any]:
+    def open_display(_display: Any) -> tuple[Any, Any]:
         opened.append(clock())
         return surface, FakeRenderer()
 
-    app._open_display = open_display  # type: ignore[method-assign]
+    app.display.open_display = open_display  # type: ignore[method-assign]
     app._start_workers = lambda: None  # type: ignore[method-assign]
     supervised: list[float] = []
     app._supervise = lambda: supervised.append(clock())  # type: ignore[method-assign]

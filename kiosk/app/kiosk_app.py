@@ -38,6 +38,7 @@ from kiosk.app.counters import (
     stats_dict,
     status_line,
 )
+from kiosk.app.display import Display
 from kiosk.app.display_mode import AutoMode, ScreenShare
 from kiosk.app.keepsake_host import KeepsakeHost
 from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
@@ -173,9 +174,7 @@ class KioskApp:
         self._notifier = notifier
         self.loop_options = LoopOptions.of(cfg, opts)
         self._schedule = _Schedule()
-        self.surface: Any = None  # the window or headless surface, while run() runs
-        self.renderer: Any = None
-        self._reopener: Any = None  # kiosk.render.reopen.SurfaceReopener, while run() runs
+        self.display = Display(opts.headless)  # the surface and renderer, while run() runs
         self._overlay: Any = None  # the last frame's OverlayState
         self.signals = signals or SignalState()
         self.stop = self.signals.stop
@@ -192,7 +191,6 @@ class KioskApp:
         self._custom_processor = processor_factory is not None
         self._watcher = ConfigWatcher(config_path) if config_path is not None else None
         self._config_problem = ""
-        self._display_changed = False
         self.capture_buf: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
         self.result_buf: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
         self.anchor_buf: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)
@@ -553,7 +551,7 @@ class KioskApp:
             return
         # A good reload solves the config's problems, not a display change still waiting for its
         # retry: that line stays until the reopen heals it.
-        self._config_problem = self._reopener.problem if self._reopener is not None else ""
+        self._config_problem = self.display.problem
         try:
             self.apply_config(event.config)
         except Exception as exc:  # a reload never ends the run; the old parts keep going
@@ -591,7 +589,7 @@ class KioskApp:
             self._processor_factory = default_processor_factory(new, self.library, self.controls)
             self.inference.reconfigure(self._processor_factory, ErrorPolicy.of(new.processing))
         if Part.WINDOW in plan:
-            self._display_changed = True  # reopened by the render loop, on its own thread
+            self.display.changed = True  # reopened by the render loop, on its own thread
         if Part.LOOP in plan:
             self.loop_options = LoopOptions.of(new, self.opts)
         if Part.MONITOR in plan:
@@ -718,42 +716,16 @@ class KioskApp:
         return self.keepsake.flow
 
     # -- the render loop ---------------------------------------------------------------------
-    def _open_display(self) -> tuple[Any, Any]:
-        """A new surface (window or headless) and a renderer on it, for the current display config."""
-        from kiosk.render.options import DisplayOptions
-        from kiosk.render.reopen import open_display
-
-        return open_display(DisplayOptions.of(self.cfg.display), self.opts.headless)
-
     def _reopen_display(self) -> None:
         """``display`` window settings changed (:data:`Part.WINDOW`): ask for a new surface and
         renderer; a failed reopen keeps the previous settings (else offscreen) and retries."""
-        from kiosk.render.options import DisplayOptions
-
-        self._display_changed = False
-        if self._reopener is not None:
-            self._reopener.request(DisplayOptions.of(self.cfg.display))
+        self.display.request_reopen(self.cfg.display)
 
     def _reopen_due(self) -> None:
-        """Reopen the display when a requested change (or its retry) is due; never raises while
-        any surface opens."""
-        reopener = self._reopener
-        if reopener is None or not reopener.due():
-            return
-        self.surface, self.renderer = reopener.reopen(self.surface, self.renderer)
-        self.gamepad = self._new_gamepad()
-        self._config_problem = reopener.staff_line(self._config_problem)
-
-    def _new_reopener(self) -> Any:
-        from kiosk.render.options import DisplayOptions
-        from kiosk.render.reopen import SurfaceReopener, open_display
-
-        headless = self.opts.headless  # a failed reopen keeps the old settings, else goes offscreen
-        return SurfaceReopener(
-            lambda d: open_display(d, headless),
-            DisplayOptions.of(self.cfg.display),
-            fallback=None if headless else lambda d: open_display(d, True),
-        )
+        """Reopen the display when a requested change (or its retry) is due, with its gamepads."""
+        if self.display.reopen_due():
+            self.gamepad = self._new_gamepad()
+            self._config_problem = self.display.staff_line(self._config_problem)
 
     def _start_workers(self) -> None:
         self.capture.start()
@@ -769,16 +741,12 @@ class KioskApp:
             return 0
         from kiosk.render.renderer import OverlayState
 
-        self.surface, self.renderer = self._open_display()
-        self._reopener = self._new_reopener()
+        self.display.open(self.cfg.display)
         self._overlay = OverlayState()
         self.gamepad = self._new_gamepad()
         notifier = self._notifier or SdNotifier.from_env()
         self._active_notifier = notifier
-        if not self.opts.headless:
-            from kiosk.render import xio
-
-            xio.on_lost(self._display_lost)
+        self.display.watch_lost(self._display_lost)
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
         self.monitor = self._new_monitor()
@@ -792,12 +760,12 @@ class KioskApp:
             while not self.stop.is_set() and self._frame(notifier):
                 self._pace()
             if self.opts.screenshot is not None:  # the last frame, drawn once more for the PNG
-                size = self.surface.begin_frame()
+                size = self.display.surface.begin_frame()
                 mono = time.monotonic()
                 final = self.session.view(mono, self._staff_problem())
                 booth, extra = self.keepsake.with_keepsake(final.booth)
-                self.renderer.draw(size, self._overlay, booth=booth, now=mono, **extra)
-                self.shots.screenshot(self.opts.screenshot, self.surface)
+                self.display.renderer.draw(size, self._overlay, booth=booth, now=mono, **extra)
+                self.shots.screenshot(self.opts.screenshot, self.display.surface)
         finally:
             notifier.stopping()
             self.shots.close()  # the last screenshot is on disk when run returns
@@ -809,26 +777,15 @@ class KioskApp:
                 self.monitor = None
             self.keepsake.service = None
             notifier.close()
-            if not self.opts.headless:
-                from kiosk.render import xio
-
-                xio.on_lost(None)  # the X connection goes with the window: nothing to report after
-            self.renderer.release()
-            self.surface.close()
+            self.display.watch_lost(None)  # the X connection goes with the window: nothing to report after
+            self.display.close()
             self.inference.release()  # the models' sessions, after the last stats
         return self.exit_code
 
-    def _display_lost(self, display: str) -> None:
-        """The X server went away (:mod:`kiosk.render.xio`, called from inside the X call that
-        noticed): the last words before the process leaves with status 4 — one log line,
-        ``STOPPING=1``, the metrics file with ``up 0``, the stats file. No thread is joined and no
-        GL object released (the connection is gone)."""
-        log.error(
-            "display %s went away (the X server closed the connection): exiting with status %d so "
-            "that systemd restarts the kiosk when the display is back",
-            display,
-            EXIT_DISPLAY_LOST,
-        )
+    def _display_lost(self) -> None:
+        """The X server went away (:meth:`Display.watch_lost` logged it): the last words before the
+        process leaves with status 4 — ``STOPPING=1``, the metrics file with ``up 0``, the stats
+        file. No thread is joined and no GL object released (the connection is gone)."""
         self.stop.set()
         self.exit_code = EXIT_DISPLAY_LOST
         notifier = self._active_notifier
@@ -846,7 +803,7 @@ class KioskApp:
         from kiosk.render.renderer import OverlayState
 
         self._poll_config()
-        if self._display_changed:
+        if self.display.changed:
             self._reopen_display()
         self._reopen_due()
         result = self.result_buf.read()
@@ -855,25 +812,25 @@ class KioskApp:
         if result is not None:
             if mode == "synced" and not self.loop_options.auto and not frozen:
                 faces = None if result.faces_pasted else result.faces
-                self.renderer.set_frame(result.frame_bgr, faces)
+                self.display.renderer.set_frame(result.frame_bgr, faces)
                 self._shown_picture = (result.frame_bgr, faces)
             self._last_notice = result.notice
             self._t_last_result = self._clock()
             self.results_shown += 1
             self.results_swapping += result.faces_detected >= 0  # from the swap stage (not a pass-through)
             self.results_with_faces += bool(result.faces)
-        shown = None if frozen else self._picture(self.renderer, result, mode)
+        shown = None if frozen else self._picture(self.display.renderer, result, mode)
         if shown is not None:  # a new picture: whether it carries swapped faces
             self._faces_on_screen = shown[1] is not None
         # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
         mono = time.monotonic()
-        view = self.session.step(self.surface.poll_events(), result, mono, self._staff_problem())
+        view = self.session.step(self.display.surface.poll_events(), result, mono, self._staff_problem())
         if view.quit_requested:
             self.stop.set()
-        self.keepsake.step(view.actions, mono, self.renderer)
+        self.keepsake.step(view.actions, mono, self.display.renderer)
         booth = view.booth
         # --
-        if self.surface.should_close():
+        if self.display.surface.should_close():
             return False
         now = self._clock()
         reports = self._reports_due(now)
@@ -897,10 +854,10 @@ class KioskApp:
 
     def _draw(self, overlay: Any, booth: Any, mono: float, now: float) -> None:
         """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
-        surface = self.surface
+        surface = self.display.surface
         size = surface.begin_frame()
         booth, extra = self.keepsake.with_keepsake(booth)
-        self.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
+        self.display.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
         if self.controls.snapshot_requested:
             self._take_snapshot(surface)
         self.shots.retry_snapshots()
