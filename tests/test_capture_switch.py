@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from egl_helpers import egl_available
 
-import kiosk.app.kiosk_app
+import kiosk.app.wiring
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig, SourceConfig, parse_config
@@ -182,7 +182,7 @@ def _run_with_switch(
     cv2.imwrite(str(tmp_path / "b.png"), np.full((H, W, 3), BLUE, np.uint8))
     b = BlockingSource(BLUE, fluent_s=60.0, block_s=0.0, open_s=0.3)
     monkeypatch.setattr(
-        kiosk.app.kiosk_app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
+        kiosk.app.wiring, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
     )
     cfg_a = parse_config(BASE + CFG_A, "t.yaml", base_dir=tmp_path)
     cfg_b: KioskConfig = parse_config(BASE + CFG_B, "t.yaml", base_dir=tmp_path)
@@ -272,7 +272,7 @@ def test_a_stuck_thread_in_live_mode_leaves_all_three_buffers_to_the_fresh_one(b
     a = BlockingSource(RED, fluent_s=0.3, block_s=2.0, open_s=0.0)
     b = BlockingSource(BLUE, fluent_s=60.0, block_s=0.0, open_s=0.0)
     monkeypatch.setattr(
-        kiosk.app.kiosk_app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
+        kiosk.app.wiring, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
     )
     app = KioskApp(parse_config(live_cfg + CFG_A, "t.yaml"), RunOptions(headless=True))
     old_capture, old_live, old_anchors = app.capture, app.live_buf, app.anchor_buf

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,19 +43,26 @@ from kiosk.app.keepsake_host import KeepsakeHost
 from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
 from kiosk.app.shots import Shots
 from kiosk.app.supervisor import Supervisor
+from kiosk.app.wiring import (
+    WiringSpec,
+    Workers,
+    default_processor_factory,
+    default_source_factory,
+    live_options,
+)
 from kiosk.appliance.exit import EXIT_DISPLAY_LOST, other_threads
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
 from kiosk.booth.session import BoothSession
-from kiosk.capture.live import AnchorSlot, LiveFrame, LiveOptions, new_live_frame
+from kiosk.capture.live import AnchorSlot, LiveFrame
 from kiosk.capture.live_feed import LiveFeed
-from kiosk.capture.sources import Source, make_source
-from kiosk.capture.thread import CaptureThread, new_captured_frame
+from kiosk.capture.sources import Source
+from kiosk.capture.thread import CaptureThread
 from kiosk.config import KioskConfig
-from kiosk.processing.stage import PassThrough, Processor
-from kiosk.processing.thread import ErrorPolicy, InferenceThread, new_swap_result
+from kiosk.processing.stage import Processor
+from kiosk.processing.thread import ErrorPolicy, InferenceThread
 from kiosk.signals import SignalState
 from kiosk.stats import LatencyRecorder, RateMeter
 from kiosk.sync import TripleBuffer
@@ -135,22 +141,6 @@ class _Schedule:
     status: float = 0.0
 
 
-def default_processor_factory(
-    cfg: KioskConfig, library: FaceLibrary, controls: ControlState
-) -> Callable[[], Processor]:
-    """The face pipeline driven by the library and controls when processing is enabled, else a
-    pass-through. Models are imported and opened on the loader thread, not here."""
-
-    def build() -> Processor:
-        if not cfg.processing.enabled:
-            return PassThrough()  # without importing ONNX Runtime at all
-        from kiosk.processing.booth_stage import build_booth_processor
-
-        return build_booth_processor(cfg, library, controls)
-
-    return build
-
-
 class KioskApp:
     def __init__(
         self,
@@ -191,18 +181,18 @@ class KioskApp:
         self._custom_processor = processor_factory is not None
         self._watcher = ConfigWatcher(config_path) if config_path is not None else None
         self._config_problem = ""
-        self.capture_buf: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
-        self.result_buf: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
-        self.anchor_buf: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)
-        self.live_buf: TripleBuffer[LiveFrame] = TripleBuffer(new_live_frame)
-        self.live_feed: LiveFeed | None = None
-        self._source_factory = source_factory or (lambda: make_source(cfg.source, cfg.base_dir))
-        self._processor_factory = processor_factory or default_processor_factory(
-            cfg, self.library, self.controls
+        #: Every buffer and worker thread (:mod:`kiosk.app.wiring`: built once, rebuilt through it).
+        self.workers = Workers(
+            WiringSpec(
+                cfg.source,
+                source_factory or default_source_factory(cfg),
+                processor_factory or default_processor_factory(cfg, self.library, self.controls),
+                live_options(cfg.display),
+                ErrorPolicy.of(cfg.processing),
+                self.controls,
+                self.stop,
+            )
         )
-        self._capture_stop = threading.Event()
-        self.capture = self._new_capture()
-        self.inference = self._new_inference()
         self.render_rate = RateMeter()
         #: Rendered frames whose picture carried at least one swapped face (what the visitor saw).
         self.frames_with_faces = 0
@@ -272,46 +262,34 @@ class KioskApp:
         mode = self.cfg.display.mode
         return self.auto_mode.mode if mode == "auto" else mode
 
-    def _new_live_feed(self) -> LiveFeed | None:
-        d = self.cfg.display
-        opts = LiveOptions(d.live_track_px, d.live_max_age_s)
-        return LiveFeed(self.anchor_buf, self.live_buf, opts) if self.live else None
+    # The current wiring's threads and buffers (replaced by the supervisor and reloads).
+    @property
+    def capture(self) -> CaptureThread:
+        return self.workers.now.capture
 
-    def _new_capture(self) -> CaptureThread:
-        self._capture_stop = threading.Event()
-        self.live_feed = self._new_live_feed()
-        return CaptureThread(
-            self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop, live=self.live_feed
-        )
+    @property
+    def inference(self) -> InferenceThread:
+        return self.workers.now.inference
 
-    def _replace_capture(self, stuck_s: float) -> None:
-        """A fresh capture thread for one stuck in a source call (the supervisor abandoned it), on
-        fresh buffers (capture, live, anchors), so the stuck one can never publish into what the
-        inference thread and the screen read; it exits, closing its source, if the call returns."""
-        self.capture_buf = TripleBuffer(new_captured_frame)
-        self.live_buf = TripleBuffer(new_live_frame)
-        self.anchor_buf = TripleBuffer(AnchorSlot)
-        self.inference.rewire(self.capture_buf, self.anchor_buf if self.live else None)
-        self._restart_capture_thread()
+    @property
+    def capture_buf(self) -> TripleBuffer[CapturedFrame]:
+        return self.workers.now.capture_buf
 
-    def _restart_capture_thread(self) -> None:
-        self.capture = self._new_capture()
-        self.capture.start()
+    @property
+    def result_buf(self) -> TripleBuffer[SwapResult]:
+        return self.workers.now.result_buf
 
-    #: Rebuild back-off of the inference thread (tests shorten it before ``run``).
-    restart_initial_s = 1.0
+    @property
+    def anchor_buf(self) -> TripleBuffer[AnchorSlot]:
+        return self.workers.now.anchor_buf
 
-    def _new_inference(self) -> InferenceThread:
-        return InferenceThread(
-            self._processor_factory,
-            self.capture_buf,
-            self.result_buf,
-            self.stop,
-            restart_initial_s=self.restart_initial_s,
-            controls=self.controls,
-            policy=ErrorPolicy.of(self.cfg.processing),
-            anchors=self.anchor_buf if self.live else None,
-        )
+    @property
+    def live_buf(self) -> TripleBuffer[LiveFrame]:
+        return self.workers.now.live_buf
+
+    @property
+    def live_feed(self) -> LiveFeed | None:
+        return self.workers.now.live_feed
 
     def _check_pipeline(self, now: float) -> float:
         """Abandon a hung unit of stage work for a fresh inference thread (:mod:`kiosk.app.supervisor`);
@@ -325,9 +303,7 @@ class KioskApp:
         can never write to the screen), or for one that died."""
         if old.abandoned:
             self.library.revoke(old)  # it may be inside a library refresh: never publish it
-            self.result_buf = TripleBuffer(new_swap_result)
-        self.inference = self._new_inference()
-        self.inference.start()
+        self.workers.replace_inference(old)
 
     # The supervisor's meters, under the names the kiosk always had.
     @property
@@ -358,8 +334,8 @@ class KioskApp:
             self._clock(),
             self.capture,
             self.inference,
-            self._replace_capture,
-            self._restart_capture_thread,
+            self.workers.replace_capture,
+            self.workers.restart_capture,
             self._replace_inference,
         )
 
@@ -586,8 +562,10 @@ class KioskApp:
             self.library = make_library(new)
         if Part.STAGE in plan and not self._custom_processor:
             log.info("processing settings changed: rebuilding the processing stage")
-            self._processor_factory = default_processor_factory(new, self.library, self.controls)
-            self.inference.reconfigure(self._processor_factory, ErrorPolicy.of(new.processing))
+            factory = default_processor_factory(new, self.library, self.controls)
+            self.workers.reconfigure_stage(factory, ErrorPolicy.of(new.processing))
+        elif Part.STAGE in plan:  # a custom stage stays; a fresh inference thread takes the new policy
+            self.workers.follow_policy(ErrorPolicy.of(new.processing))
         if Part.WINDOW in plan:
             self.display.changed = True  # reopened by the render loop, on its own thread
         if Part.LOOP in plan:
@@ -606,11 +584,8 @@ class KioskApp:
         switch itself (this never waits; one producer per buffer, always)."""
         new = self.cfg
         log.info("source or live display settings changed: switching capture")
-        if not self._custom_source:
-            self._source_factory = lambda: make_source(new.source, new.base_dir)
-        self.live_feed = self._new_live_feed()
-        self.capture.switch(new.source, self._source_factory, self.live_feed)  # never waits
-        self.inference.rewire(self.capture_buf, self.anchor_buf if self.live else None)
+        factory = self.workers.spec.source_factory if self._custom_source else default_source_factory(new)
+        self.workers.switch_source(new.source, factory, live_options(new.display))  # never waits
 
     def _reconfigure_monitor(self) -> None:
         new_path = self.cfg.resolve(self.cfg.monitoring.textfile) if self.cfg.monitoring.textfile else None
@@ -728,8 +703,7 @@ class KioskApp:
             self._config_problem = self.display.staff_line(self._config_problem)
 
     def _start_workers(self) -> None:
-        self.capture.start()
-        self.inference.start()
+        self.workers.start()
 
     def run(self) -> int:
         """Open the display, start the workers, render until stopped; the exit status."""
@@ -928,7 +902,7 @@ class KioskApp:
         if self.signals.received:
             log.info("signal %s: shutting down", ",".join(str(s) for s in self.signals.received))
         self.stop.set()
-        self._capture_stop.set()
+        self.workers.now.capture_stop.set()
         deadline = time.perf_counter() + timeout_s
         for t in (self.capture, self.inference):
             wait = max(0.0, deadline - time.perf_counter())
