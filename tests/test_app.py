@@ -187,7 +187,7 @@ def test_live_reload_applies_valid_and_rejects_invalid(tmp_path):
     from kiosk.config import load_config
 
     app = KioskApp(load_config(path), RunOptions(headless=True, seconds=4.0), config_path=path)
-    app._watcher.interval_s = 0.05  # type: ignore[union-attr]
+    app.reload.watcher.interval_s = 0.05  # type: ignore[union-attr]
     results: dict[str, object] = {}
 
     def edit():

@@ -184,7 +184,7 @@ def test_the_staff_line_shows_a_keepsake_problem_unless_a_config_problem_is_show
 
         app.keepsake.service = Broken()  # type: ignore[assignment]
         assert app.session.view(0.0, app._staff_problem()).booth.warnings[0].startswith("print failed")
-        app._config_problem = "config change ignored: x"
+        app.reload.problem = "config change ignored: x"
         assert app._staff_problem() == "config change ignored: x"
     finally:
         app.keepsake.service = None

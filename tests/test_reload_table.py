@@ -99,8 +99,8 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
     stage: list[object] = []
     app.inference.reconfigure = lambda build, *policy: stage.append(build)  # type: ignore[method-assign]
     monitor: list[bool] = []
-    real_monitor = app._reconfigure_monitor
-    app._reconfigure_monitor = lambda: (monitor.append(True), real_monitor())[1]  # type: ignore[method-assign]
+    real_monitor = app.reload.reconfigure_monitor
+    app.reload.reconfigure_monitor = lambda: (monitor.append(True), real_monitor())[1]  # type: ignore[method-assign]
     before = (app.capture, app.library, app.loop_options, app.keyboard, app.controls.debug)
     pending = app.capture.switch_pending
     enhance = app.controls.enhance_enabled
@@ -109,7 +109,7 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
     level = root.level
     caplog.clear()
     try:
-        with caplog.at_level(logging.INFO, logger="kiosk.app.kiosk_app"):
+        with caplog.at_level(logging.INFO, logger="kiosk.app.reload"):
             root.setLevel(logging.WARNING)  # a level the config's INFO/DEBUG/ERROR differ from
             app.apply_config(new)
             seen_level = root.level

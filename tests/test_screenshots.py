@@ -142,7 +142,7 @@ def test_snapshots_are_written_by_the_writer_none_dropped(tmp_path: Path) -> Non
             app.controls.snapshot_requested = True
 
     app, _, surface, _, _ = _app(RunOptions(headless=True, frames=20), on_frame=on_frame)
-    app.cfg = app.cfg.model_copy(
+    app.reload.cfg = app.cfg.model_copy(
         update={"snapshots": app.cfg.snapshots.model_copy(update={"enabled": True, "dir": str(tmp_path)})}
     )
     surface.read_rgb = lambda: _frame(200)  # type: ignore[method-assign]

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kiosk.app.config_watch import ConfigWatcher, ReloadEvent
 from kiosk.app.counters import (
     CaptureCounters,
     Counters,
@@ -40,7 +39,8 @@ from kiosk.app.counters import (
 from kiosk.app.display import Display
 from kiosk.app.display_mode import AutoMode, ScreenShare
 from kiosk.app.keepsake_host import KeepsakeHost
-from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
+from kiosk.app.reload import ConfigReload
+from kiosk.app.reload_table import Part
 from kiosk.app.shots import Shots
 from kiosk.app.supervisor import Supervisor
 from kiosk.app.wiring import (
@@ -53,7 +53,7 @@ from kiosk.app.wiring import (
 from kiosk.appliance.exit import EXIT_DISPLAY_LOST, other_threads
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
-from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
+from kiosk.booth.controls import ControlState, GamepadInput, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
 from kiosk.booth.session import BoothSession
 from kiosk.capture.live import AnchorSlot, LiveFrame
@@ -157,7 +157,6 @@ class KioskApp:
     ) -> None:
         """``clock`` (perf_counter's timeline: the worker threads stamp frames with it) and
         ``sleep`` drive the render loop; ``notifier`` defaults to systemd's from the environment."""
-        self.cfg = cfg
         self.opts = opts
         self._clock = clock
         self._sleep = sleep
@@ -169,29 +168,42 @@ class KioskApp:
         self.signals = signals or SignalState()
         self.stop = self.signals.stop
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
-        self._library = make_library(cfg)  # refreshed by the inference thread only
+        library = make_library(cfg)  # refreshed by the inference thread only
         #: The booth session (input, quit policy, attract mode, selection, thumbnails, warnings):
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
-        self.session = BoothSession(cfg, self._library, self.controls)
+        self.session = BoothSession(cfg, library, self.controls)
         self.shots = Shots()  # snapshots and screenshots, written by their own thread
         self._shown_picture: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded: a keepsake's
         #: Keepsakes (keepsake.enabled): the service and its on-screen flow, while run() runs.
         self.keepsake = KeepsakeHost(self.session, lambda: self._shown_picture)
-        self._custom_source = source_factory is not None
-        self._custom_processor = processor_factory is not None
-        self._watcher = ConfigWatcher(config_path) if config_path is not None else None
-        self._config_problem = ""
         #: Every buffer and worker thread (:mod:`kiosk.app.wiring`: built once, rebuilt through it).
         self.workers = Workers(
             WiringSpec(
                 cfg.source,
                 source_factory or default_source_factory(cfg),
-                processor_factory or default_processor_factory(cfg, self.library, self.controls),
+                processor_factory or default_processor_factory(cfg, library, self.controls),
                 live_options(cfg.display),
                 ErrorPolicy.of(cfg.processing),
                 self.controls,
                 self.stop,
             )
+        )
+        #: The config in force and its live reload (the library, monitor and gamepads follow it).
+        self.reload = ConfigReload(
+            cfg,
+            library,
+            config_path,
+            self.signals,
+            headless=opts.headless,
+            session=self.session,
+            controls=self.controls,
+            workers=self.workers,
+            keepsake=self.keepsake,
+            display=self.display,
+            custom_source=source_factory is not None,
+            custom_processor=processor_factory is not None,
+            running=lambda: bool(self._t_start),
+            on_loop=self._take_loop_options,
         )
         self.render_rate = RateMeter()
         #: Rendered frames whose picture carried at least one swapped face (what the visitor saw).
@@ -210,7 +222,6 @@ class KioskApp:
         self._shown_mode = ""
         #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
         self.supervisor = Supervisor(self.stop)
-        self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
         self._t_start = 0.0
         self._t_start_unix = 0.0
         self._t_last_result = 0.0
@@ -221,31 +232,28 @@ class KioskApp:
 
     # -- the booth session's parts -------------------------------------------------------------
     @property
+    def cfg(self) -> KioskConfig:
+        """The config in force (replaced by a live reload)."""
+        return self.reload.cfg
+
+    @property
     def library(self) -> FaceLibrary:
         """The face library (refreshed by the inference thread; read it through ``.snapshot``).
         Replaced by a live reload of ``faces``; the booth session follows."""
-        return self._library
+        return self.reload.library
 
-    @library.setter
-    def library(self, library: FaceLibrary) -> None:
-        self._library = library
-        self.session.library = library
+    @property
+    def monitor(self) -> TextfileMonitor | None:
+        """The Prometheus textfile writer (monitoring.textfile), while run() runs."""
+        return self.reload.monitor
 
     @property
     def keyboard(self) -> KeyboardInput:
         return self.session.keyboard
 
-    @keyboard.setter
-    def keyboard(self, keyboard: KeyboardInput) -> None:
-        self.session.keyboard = keyboard
-
     @property
     def gamepad(self) -> GamepadInput | None:
         return self.session.gamepad
-
-    @gamepad.setter
-    def gamepad(self, gamepad: GamepadInput | None) -> None:
-        self.session.gamepad = gamepad
 
     @property
     def attract(self) -> bool:
@@ -455,7 +463,7 @@ class KioskApp:
             message = f"{what} unavailable — reconnecting…"
             if cap.last_error:
                 message += f"\n{cap.last_error}"
-        notice = self._config_problem or c.processing.notice
+        notice = self.reload.problem or c.processing.notice
         if c.processing.no_result_s:
             shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
             notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
@@ -509,114 +517,15 @@ class KioskApp:
 
     # -- live reload -------------------------------------------------------------------------
     def _poll_config(self) -> None:
-        if self.signals.reload.is_set():
-            self.signals.reload.clear()
-            if self._watcher is None:
-                log.warning("SIGHUP: no config file to reload")
-                return
-            log.info("SIGHUP: reloading %s", self._watcher.path)
-            event: ReloadEvent | None = self._watcher.reload_now()
-        elif self._watcher is None:
-            return
-        else:
-            event = self._watcher.poll()
-        if event is None:
-            return
-        if event.config is None:
-            self._config_problem = f"config change ignored: {event.problems[0]}"
-            return
-        # A good reload solves the config's problems, not a display change still waiting for its
-        # retry: that line stays until the reopen heals it.
-        self._config_problem = self.display.problem
-        try:
-            self.apply_config(event.config)
-        except Exception as exc:  # a reload never ends the run; the old parts keep going
-            log.exception("config change not applied")
-            self._config_problem = f"config change not applied: {type(exc).__name__}: {exc}".splitlines()[0]
+        self.reload.poll()
+
+    def _take_loop_options(self, cfg: KioskConfig) -> None:
+        """The render loop's options from ``cfg`` (:data:`Part.LOOP`)."""
+        self.loop_options = LoopOptions.of(cfg, self.opts)
 
     def apply_config(self, new: KioskConfig) -> frozenset[Part]:
-        """Apply a validated config to the running kiosk: rebuild the parts that
-        :data:`kiosk.app.reload_table.RELOAD_TABLE` names for the keys that changed, nothing else; returns them."""
-        old, self.cfg = self.cfg, new
-        # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
-        # (keys that rebuild nothing), so it follows every change, before the plan is looked at.
-        self.session.cfg = new
-        self.keepsake.apply(new.keepsake)  # limits, page text, printing, the flow on screen
-        plan = plan_reload(old, new)
-        if not plan:
-            return plan
-        changed = changed_keys(old, new)
-        log.info("config change (%s): %s", ", ".join(changed), ", ".join(sorted(p.value for p in plan)))
-        if Part.INPUT in plan:
-            self.keyboard = KeyboardInput(new.controls.keyboard)
-            if self.gamepad is not None or self._t_start:
-                self.gamepad = self._new_gamepad()
-        if Part.TOGGLES in plan:  # a toggle whose config key changed takes the new value
-            if new.overlay.debug != old.overlay.debug:
-                self.controls.debug = new.overlay.debug
-            if new.processing.enhance != old.processing.enhance:
-                self.controls.enhance_enabled = new.processing.enhance
-        if Part.CAPTURE in plan:
-            self._restart_capture()
-        if Part.LIBRARY in plan:
-            self.library = make_library(new)
-        if Part.STAGE in plan and not self._custom_processor:
-            log.info("processing settings changed: rebuilding the processing stage")
-            factory = default_processor_factory(new, self.library, self.controls)
-            self.workers.reconfigure_stage(factory, ErrorPolicy.of(new.processing))
-        elif Part.STAGE in plan:  # a custom stage stays; a fresh inference thread takes the new policy
-            self.workers.follow_policy(ErrorPolicy.of(new.processing))
-        if Part.WINDOW in plan:
-            self.display.changed = True  # reopened by the render loop, on its own thread
-        if Part.LOOP in plan:
-            self.loop_options = LoopOptions.of(new, self.opts)
-        if Part.MONITOR in plan:
-            self._reconfigure_monitor()
-        if Part.LOG_LEVEL in plan:
-            logging.getLogger().setLevel(new.logging.level)
-        if Part.RESTART in plan:
-            keys = [k for k in changed if Part.RESTART in RELOAD_TABLE[k]]
-            log.warning("%s: applies at the next start of the kiosk", ", ".join(keys))
-        return plan
-
-    def _restart_capture(self) -> None:
-        """Switch capture to the current source and display mode: the capture thread takes the
-        switch itself (this never waits; one producer per buffer, always)."""
-        new = self.cfg
-        log.info("source or live display settings changed: switching capture")
-        factory = self.workers.spec.source_factory if self._custom_source else default_source_factory(new)
-        self.workers.switch_source(new.source, factory, live_options(new.display))  # never waits
-
-    def _reconfigure_monitor(self) -> None:
-        new_path = self.cfg.resolve(self.cfg.monitoring.textfile) if self.cfg.monitoring.textfile else None
-        if self.monitor is not None and self.monitor.path == new_path:
-            self.monitor.interval_s = self.cfg.monitoring.interval_s  # same file, new interval
-            return
-        if self.monitor is not None:
-            self.monitor.close(None, timeout_s=0.5)  # the old file goes: two files of one booth clash
-            self.monitor = None
-        if self._t_start:  # running
-            self.monitor = self._new_monitor()
-
-    def _new_monitor(self) -> TextfileMonitor | None:
-        m = self.cfg.monitoring
-        if m.textfile is None:
-            return None
-        path = self.cfg.resolve(m.textfile)
-        log.info("monitoring: Prometheus metrics in %s every %.0f s", path, m.interval_s)
-        return TextfileMonitor(path, m.interval_s)
-
-    def _new_gamepad(self) -> GamepadInput | None:
-        c = self.cfg.controls
-        if not c.gamepad_enabled or self.opts.headless:
-            return None
-        try:
-            return GamepadInput(
-                GlfwGamepadProvider(), c.gamepad, c.debounce_s, c.repeat_delay_s, c.repeat_interval_s
-            )
-        except Exception as exc:  # gamepads are optional; the keyboard still works
-            log.warning("gamepads disabled: %s", exc)
-            return None
+        """Apply a validated config to the running kiosk (:meth:`ConfigReload.apply`)."""
+        return self.reload.apply(new)
 
     # -- booth state -------------------------------------------------------------------------
     def _take_snapshot(self, surface: Any) -> None:
@@ -632,7 +541,7 @@ class KioskApp:
     def _staff_problem(self) -> str:
         """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
         and the snapshot folder's (snapshots kept in memory while it is full)."""
-        first = self._config_problem or self.keepsake.staff_line()
+        first = self.reload.problem or self.keepsake.staff_line()
         return " · ".join(p for p in (first, self.shots.problem) if p)
 
     def status_text(self, counters: Counters | None = None) -> str:
@@ -699,8 +608,8 @@ class KioskApp:
     def _reopen_due(self) -> None:
         """Reopen the display when a requested change (or its retry) is due, with its gamepads."""
         if self.display.reopen_due():
-            self.gamepad = self._new_gamepad()
-            self._config_problem = self.display.staff_line(self._config_problem)
+            self.session.gamepad = self.reload.new_gamepad()
+            self.reload.problem = self.display.staff_line(self.reload.problem)
 
     def _start_workers(self) -> None:
         self.workers.start()
@@ -717,13 +626,13 @@ class KioskApp:
 
         self.display.open(self.cfg.display)
         self._overlay = OverlayState()
-        self.gamepad = self._new_gamepad()
+        self.session.gamepad = self.reload.new_gamepad()
         notifier = self._notifier or SdNotifier.from_env()
         self._active_notifier = notifier
         self.display.watch_lost(self._display_lost)
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
-        self.monitor = self._new_monitor()
+        self.reload.monitor = self.reload.new_monitor()
         self.keepsake.open(self.cfg)
         self._start_workers()
         o = self.loop_options
@@ -746,9 +655,9 @@ class KioskApp:
             self.shutdown()
             self.keepsake.close()  # the server stops, the photos go (unless keep_on_disk)
             self.write_stats()
-            if self.monitor is not None:
-                self.monitor.close(self.stats())  # up 0
-                self.monitor = None
+            if self.reload.monitor is not None:
+                self.reload.monitor.close(self.stats())  # up 0
+                self.reload.monitor = None
             self.keepsake.service = None
             notifier.close()
             self.display.watch_lost(None)  # the X connection goes with the window: nothing to report after
@@ -766,9 +675,9 @@ class KioskApp:
         if notifier is not None:
             notifier.stopping()
         stats = self.stats()
-        if self.monitor is not None:
-            self.monitor.close(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
-            self.monitor = None
+        if self.reload.monitor is not None:
+            self.reload.monitor.close(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
+            self.reload.monitor = None
         self.write_stats()
 
     def _frame(self, notifier: SdNotifier) -> bool:
