@@ -107,7 +107,7 @@ def test_a_slow_but_progressing_stage_reads_slow_not_stalled_everywhere() -> Non
     for k in range(4):
         hb.end_unit("swapper", hb.begin_unit("swapper", now=now - 4.0 + k), now=now - 3.1 + k)
     app.capture.state = "running"
-    app._t_last_result = now - 4.0  # no new frame on screen for 4 s (> STALL_S)
+    app.screen.t_last_result = now - 4.0  # no new frame on screen for 4 s (> STALL_S)
     assert app._check_pipeline(now) == 0.0 and app.abandoned_threads == 0
     c = app.counters(now)
     assert c.processing.slow_frame_s == 5.0 and not c.processing.stalled_for_s

@@ -224,7 +224,7 @@ def test_percentiles_are_taken_only_for_frames_that_report_them(tmp_path: Path) 
     taken: list[Any] = []
     real_counters = app.counters
     app.counters = lambda now=None, detailed=True: (taken.append(real_counters(now, detailed)), taken[-1])[1]  # type: ignore[method-assign]
-    app.latency_ms.add(12.0)
+    app.screen.latency_ms.add(12.0)
     assert app.run() == 0
     detailed = [round(c.t - 1000.0, 3) for c in taken[: len(surface.frames)] if c.detailed]
     assert detailed == [1.0, 2.0, 3.0]  # stats due at 1, 2 and 3 s (the run ends at 3 s)

@@ -37,10 +37,10 @@ from kiosk.app.counters import (
     status_line,
 )
 from kiosk.app.display import Display
-from kiosk.app.display_mode import AutoMode, ScreenShare
 from kiosk.app.keepsake_host import KeepsakeHost
 from kiosk.app.reload import ConfigReload
 from kiosk.app.reload_table import Part
+from kiosk.app.screen import Screen
 from kiosk.app.shots import Shots
 from kiosk.app.supervisor import Supervisor
 from kiosk.app.wiring import (
@@ -72,9 +72,6 @@ if TYPE_CHECKING:
     from kiosk.keepsake.flow import KeepsakeFlow
 
 log = logging.getLogger(__name__)
-
-#: No processed frame for this long while capture runs → say so on screen.
-STALL_S = 3.0
 
 
 @dataclass
@@ -173,9 +170,10 @@ class KioskApp:
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
         self.session = BoothSession(cfg, library, self.controls)
         self.shots = Shots()  # snapshots and screenshots, written by their own thread
-        self._shown_picture: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded: a keepsake's
+        #: What is on screen (the picture, the mode) and the render side's meters.
+        self.screen = Screen()
         #: Keepsakes (keepsake.enabled): the service and its on-screen flow, while run() runs.
-        self.keepsake = KeepsakeHost(self.session, lambda: self._shown_picture)
+        self.keepsake = KeepsakeHost(self.session, lambda: self.screen.shown_picture)
         #: Every buffer and worker thread (:mod:`kiosk.app.wiring`: built once, rebuilt through it).
         self.workers = Workers(
             WiringSpec(
@@ -205,27 +203,10 @@ class KioskApp:
             running=lambda: bool(self._t_start),
             on_loop=self._take_loop_options,
         )
-        self.render_rate = RateMeter()
-        #: Rendered frames whose picture carried at least one swapped face (what the visitor saw).
-        self.frames_with_faces = 0
-        #: Processing results taken for the screen, and those with at least one swapped face.
-        self.results_shown = 0
-        self.results_swapping = 0
-        self.results_with_faces = 0
-        self._faces_on_screen = False
-        self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
-        self.face_age_ms = LatencyRecorder()  # capture of the frame the swap used → display
-        #: display.mode auto: which picture is shown; the share of the screen showing the swap.
-        self.auto_mode = AutoMode()
-        self.screen_share = ScreenShare()
-        self._on_screen: tuple[int, int, tuple[str, ...]] = (0, 0, ())  # swapped, fresh, real reasons
-        self._shown_mode = ""
         #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
         self.supervisor = Supervisor(self.stop)
         self._t_start = 0.0
         self._t_start_unix = 0.0
-        self._t_last_result = 0.0
-        self._last_notice = ""
         self.exit_code = 0
         self._stats_write_failed = False
         self._active_notifier: SdNotifier | None = None  # while run() runs
@@ -268,7 +249,7 @@ class KioskApp:
     def active_mode(self) -> str:
         """The mode on screen now: synced or live (``auto`` resolved)."""
         mode = self.cfg.display.mode
-        return self.auto_mode.mode if mode == "auto" else mode
+        return self.screen.auto_mode.mode if mode == "auto" else mode
 
     # The current wiring's threads and buffers (replaced by the supervisor and reloads).
     @property
@@ -358,7 +339,7 @@ class KioskApp:
         def pct(rec: LatencyRecorder, q: float) -> float | None:
             return rec.percentile(q) if detailed else None
 
-        cap, inf = self.capture, self.inference
+        cap, inf, screen = self.capture, self.inference, self.screen
         provider, gpu_requested, gpu_fallback = inf.provider_info()
         health = self.supervisor.health(now, inf)
         stalled_for_s = health.stalled_for_s
@@ -392,7 +373,7 @@ class KioskApp:
                 swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
                 stalled_for_s=stalled_for_s,
                 # A slow stage that keeps progressing is slow, not stalled, between its frames.
-                no_result_s=0.0 if health.slow_frame_s else self.processing_stalled_s(now),
+                no_result_s=0.0 if health.slow_frame_s else self.screen.stalled_s(now, cap.state),
                 slow_frame_s=health.slow_frame_s,
                 dead=dead,
                 unrecovered_s=health.unrecovered_s,
@@ -406,33 +387,33 @@ class KioskApp:
                 abandoned_threads=self.abandoned_threads,
                 last_error=inf.last_error,
                 problem=inf.problem,
-                notice=self._last_notice,
+                notice=screen.last_notice,
                 provider=provider,
                 gpu_requested=gpu_requested,
                 gpu_fallback=gpu_fallback,
             ),
             render=RenderCounters(
-                frames=self.render_rate.count,
-                mean_fps=self.render_rate.mean_fps,
-                fps_now=self.render_rate.fps_at(now),
-                new_pictures=self.latency_ms.count,
-                with_faces=self.frames_with_faces,
-                results=self.results_shown,
-                results_swapping=self.results_swapping,
-                results_with_faces=self.results_with_faces,
-                latency_p50=pct(self.latency_ms, 50),
-                latency_p95=pct(self.latency_ms, 95),
-                latency_sum=self.latency_ms.total,
-                face_age_p50=pct(self.face_age_ms, 50),
-                face_age_p95=pct(self.face_age_ms, 95),
+                frames=screen.render_rate.count,
+                mean_fps=screen.render_rate.mean_fps,
+                fps_now=screen.render_rate.fps_at(now),
+                new_pictures=screen.latency_ms.count,
+                with_faces=screen.frames_with_faces,
+                results=screen.results_shown,
+                results_swapping=screen.results_swapping,
+                results_with_faces=screen.results_with_faces,
+                latency_p50=pct(screen.latency_ms, 50),
+                latency_p95=pct(screen.latency_ms, 95),
+                latency_sum=screen.latency_ms.total,
+                face_age_p50=pct(screen.face_age_ms, 50),
+                face_age_p95=pct(screen.face_age_ms, 95),
             ),
             dropped_capture_to_processing=self.capture_buf.dropped,
             dropped_processing_to_display=self.result_buf.dropped,
             dropped_capture_to_display_live=self.live_buf.dropped,
             display_mode=self.cfg.display.mode,
             active_mode=self.active_mode(),
-            mode_switches=self.auto_mode.switches,
-            screen=self.screen_share.as_dict(),
+            mode_switches=screen.auto_mode.switches,
+            screen=screen.screen_share.as_dict(),
             live=live.stats if live is not None else None,
             carry_err_p95=live.carry_err_p95 if live is not None and detailed else None,
             stale_err_p95=live.stale_err_p95 if live is not None and detailed else None,
@@ -477,13 +458,6 @@ class KioskApp:
             "notice": notice,
             "debug_lines": debug_lines(c) if c.debug else [],
         }
-
-    def processing_stalled_s(self, now: float) -> float:
-        """Seconds without a processed frame while the source runs, once over STALL_S; else 0."""
-        if self.capture.state != "running" or not self._t_last_result:
-            return 0.0
-        gap = now - self._t_last_result
-        return gap if gap > STALL_S else 0.0
 
     # -- stats -----------------------------------------------------------------------------
     def stats(self, counters: Counters | None = None) -> dict[str, Any]:
@@ -554,45 +528,10 @@ class KioskApp:
         i = self.controls.selected_index(faces.keys)
         return faces.entries[i].name if i is not None else ""
 
-    def _choose_mode(self, now: float) -> str:
-        """The mode of this frame: the configured one, or for ``auto`` the chooser's (from the
-        capture and processing rates over the last second)."""
-        if not self.loop_options.auto:
-            return "live" if self.loop_options.live else "synced"
-        cap, inf = self.capture, self.inference
-        # the swapping stage's own rate: a pass-through (models loading) runs at camera rate
-        processing = inf.swap_rate.fps_at(now) if inf.is_alive() and not inf.hung_for(now) else 0.0
-        return self.auto_mode.update(now, cap.rate.fps_at(now), processing)
-
-    def _picture(
-        self, renderer: Any, result: SwapResult | None, mode: str
-    ) -> tuple[float, float | None] | None:
-        """Upload the picture of ``mode`` if a new one came (synced: ``result``; live: the live
-        frame); return (capture time of the new picture, capture time of the frame its faces were
-        swapped on, or None without faces), None when nothing is new."""
-        switched = mode != self._shown_mode
-        self._shown_mode = mode
-        if mode == "synced":
-            if result is None and switched and self.result_buf.read_generation:
-                result = self.result_buf.current()  # back from live: the newest result at once
-            if result is None:
-                return None
-            if self.loop_options.auto or switched:
-                faces = None if result.faces_pasted else result.faces
-                renderer.set_frame(result.frame_bgr, faces)
-                self._shown_picture = (result.frame_bgr, faces)
-            n = len(result.faces)
-            real = max(result.faces_detected - n, 0) if result.faces_detected >= 0 else 0
-            self._on_screen = (n, n, ("unswapped",) * real)
-            return result.t_capture, (result.t_capture if result.faces else None)
-        frame = self.live_buf.read()
-        if frame is None:
-            return None
-        renderer.set_frame(frame.frame_bgr, frame.faces)
-        self._shown_picture = (frame.frame_bgr, frame.faces)
-        fresh = len(frame.faces) if frame.anchor_seq == frame.seq else 0
-        self._on_screen = (len(frame.faces), fresh, frame.real_reasons)
-        return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
+    @property
+    def render_rate(self) -> RateMeter:
+        """Rendered frames (the render loop's meter)."""
+        return self.screen.render_rate
 
     @property
     def keepsake_flow(self) -> KeepsakeFlow | None:
@@ -691,20 +630,13 @@ class KioskApp:
         self._reopen_due()
         result = self.result_buf.read()
         frozen = self.keepsake.frozen  # a keepsake's still
-        mode = self._choose_mode(self._clock())
+        o, screen, renderer = self.loop_options, self.screen, self.display.renderer
+        mode = screen.choose_mode(self._clock(), o.live, o.auto, self.capture, self.inference)
         if result is not None:
-            if mode == "synced" and not self.loop_options.auto and not frozen:
-                faces = None if result.faces_pasted else result.faces
-                self.display.renderer.set_frame(result.frame_bgr, faces)
-                self._shown_picture = (result.frame_bgr, faces)
-            self._last_notice = result.notice
-            self._t_last_result = self._clock()
-            self.results_shown += 1
-            self.results_swapping += result.faces_detected >= 0  # from the swap stage (not a pass-through)
-            self.results_with_faces += bool(result.faces)
-        shown = None if frozen else self._picture(self.display.renderer, result, mode)
-        if shown is not None:  # a new picture: whether it carries swapped faces
-            self._faces_on_screen = shown[1] is not None
+            screen.take(result, mode, o.auto, frozen, renderer, self._clock())
+        shown = (
+            None if frozen else screen.picture(renderer, result, mode, o.auto, self.result_buf, self.live_buf)
+        )
         # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
         mono = time.monotonic()
         view = self.session.step(self.display.surface.poll_events(), result, mono, self._staff_problem())
@@ -722,16 +654,8 @@ class KioskApp:
         self._overlay = OverlayState(**self.overlay_texts(now, counters))
         self._draw(self._overlay, booth, mono, now)
         t_shown = self._clock()
-        self.render_rate.tick(t_shown)
-        swapped, fresh, real = self._on_screen
-        self.screen_share.add(mode, swapped, fresh, real)
-        if self._faces_on_screen:
-            self.frames_with_faces += 1
-        if shown is not None:
-            self.latency_ms.add((t_shown - shown[0]) * 1000.0)
-            if shown[1] is not None:
-                self.face_age_ms.add((t_shown - shown[1]) * 1000.0)
-        if self.render_rate.count == 1:
+        screen.presented(t_shown, mode, shown)
+        if screen.render_rate.count == 1:
             notifier.ready(status="running")
         return self._after_frame(t_shown, counters, reports, notifier)
 
@@ -778,7 +702,7 @@ class KioskApp:
             return False
         if reports.status:
             notifier.status(self.status_text(counters))
-        if o.frames and self.render_rate.count >= o.frames:
+        if o.frames and self.screen.render_rate.count >= o.frames:
             return False
         if o.seconds and t - self._t_start >= o.seconds:
             return False
