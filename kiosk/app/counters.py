@@ -1,7 +1,7 @@
 """One frozen snapshot of the kiosk's counters, taken once per rendered frame.
 
-The render loop reads the worker threads' meters once (:meth:`kiosk.app.kiosk_app.KioskApp.counters`) and
-every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
+The render loop reads the worker threads' meters once (:meth:`CounterReader.read`, from each figure's
+owner: the wiring's threads and buffers, the supervisor, the screen, the booth) and every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
 the monitoring textfile (:func:`stats_dict`), the debug overlay (:func:`debug_lines`) and systemd's
 ``STATUS=`` (:func:`status_line`). So the four never disagree about one moment, and a rate is
 computed in one place: a processing thread that is hung, abandoned or dead reports 0 frames per
@@ -11,7 +11,18 @@ second and "stalled", never the rate it had before it stopped.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kiosk.app.keepsake_host import KeepsakeHost
+    from kiosk.app.screen import Screen
+    from kiosk.app.shots import Shots
+    from kiosk.app.supervisor import Supervisor
+    from kiosk.app.wiring import Workers
+    from kiosk.booth.controls import ControlState
+    from kiosk.booth.faces import LibrarySnapshot
+    from kiosk.config.schema import KioskConfig
+    from kiosk.stats import LatencyRecorder
 
 
 @dataclass(frozen=True)
@@ -115,6 +126,149 @@ class Counters:
     snapshots_written: int
     thread_restarts: int
     keepsakes: dict[str, int] | None = None  # KeepsakeService.metrics() while keepsakes are on
+
+
+class CounterReader:
+    """Reads one :class:`Counters` from the figures' owners (each the one writer of its figures:
+    the worker threads their meters, the supervisor the retired threads' and the health, the
+    render loop the screen's, the booth session the controls). Only the render loop reads."""
+
+    def __init__(
+        self,
+        workers: Workers,
+        supervisor: Supervisor,
+        screen: Screen,
+        controls: ControlState,
+        shots: Shots,
+        keepsake: KeepsakeHost,
+    ) -> None:
+        self._workers = workers
+        self._supervisor = supervisor
+        self._screen = screen
+        self._controls = controls
+        self._shots = shots
+        self._keepsake = keepsake
+
+    def read(
+        self,
+        now: float,
+        detailed: bool,
+        *,
+        cfg: KioskConfig,
+        faces: LibrarySnapshot,
+        attract: bool,
+        t_start: float,
+        started_unix: float,
+        stopping: bool,
+    ) -> Counters:
+        """Every counter at ``now`` (the loop's clock); ``t_start``: when the run began (0: not
+        running), ``stopping``: the kiosk's stop is set. ``detailed=False`` leaves out the latency
+        percentiles (a sort of up to 4096 samples each)."""
+
+        def pct(rec: LatencyRecorder, q: float) -> float | None:
+            return rec.percentile(q) if detailed else None
+
+        wired, screen, controls, retired = (
+            self._workers.now,
+            self._screen,
+            self._controls,
+            self._supervisor.retired,
+        )
+        cap, inf = wired.capture, wired.inference
+        provider, gpu_requested, gpu_fallback = inf.provider_info()
+        health = self._supervisor.health(now, inf)
+        stalled_for_s = health.stalled_for_s
+        dead = bool(t_start) and not inf.is_alive() and not stopping
+        # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
+        stopped = bool(stalled_for_s) or (bool(t_start) and not inf.is_alive())
+        live = (
+            wired.live_feed.figures if wired.live_feed is not None else None
+        )  # the capture thread's snapshot
+        selected = controls.selected_index(faces.keys)
+        return Counters(
+            t=now,
+            detailed=detailed,
+            duration_s=now - t_start if t_start else 0.0,
+            started_unix=started_unix,
+            capture=CaptureCounters(
+                description=cap.description,
+                kind=cfg.source.kind,
+                state=cap.state,
+                last_error=cap.last_error,
+                reconnects=cap.reconnects,
+                frames=cap.rate.count,
+                mean_fps=cap.rate.mean_fps,
+                fps_now=cap.rate.fps_at(now) if cap.is_alive() else 0.0,
+                live_errors=cap.live_errors,
+            ),
+            processing=ProcessingCounters(
+                stage=inf.processor_name,
+                frames=retired.processed + inf.rate.count,
+                mean_fps=inf.rate.mean_fps,
+                fps_now=0.0 if stopped else inf.rate.fps_at(now),
+                swap_fps=inf.swap_rate.mean_fps,
+                swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
+                stalled_for_s=stalled_for_s,
+                # A slow stage that keeps progressing is slow, not stalled, between its frames.
+                no_result_s=0.0 if health.slow_frame_s else screen.stalled_s(now, cap.state),
+                slow_frame_s=health.slow_frame_s,
+                dead=dead,
+                unrecovered_s=health.unrecovered_s,
+                process_p50=pct(inf.process_ms, 50),
+                process_p95=pct(inf.process_ms, 95),
+                process_sum=retired.process_sum + inf.process_ms.total,
+                process_samples=retired.process_samples + inf.process_ms.count,
+                errors=retired.errors + inf.errors,  # failed calls, over every inference thread
+                restarts=retired.restarts + inf.restarts,  # stage rebuilds, over every thread
+                build_failures=inf.build_failures,
+                abandoned_threads=self._supervisor.abandoned_threads,
+                last_error=inf.last_error,
+                problem=inf.problem,
+                notice=screen.last_notice,
+                provider=provider,
+                gpu_requested=gpu_requested,
+                gpu_fallback=gpu_fallback,
+            ),
+            render=RenderCounters(
+                frames=screen.render_rate.count,
+                mean_fps=screen.render_rate.mean_fps,
+                fps_now=screen.render_rate.fps_at(now),
+                new_pictures=screen.latency_ms.count,
+                with_faces=screen.frames_with_faces,
+                results=screen.results_shown,
+                results_swapping=screen.results_swapping,
+                results_with_faces=screen.results_with_faces,
+                latency_p50=pct(screen.latency_ms, 50),
+                latency_p95=pct(screen.latency_ms, 95),
+                latency_sum=screen.latency_ms.total,
+                face_age_p50=pct(screen.face_age_ms, 50),
+                face_age_p95=pct(screen.face_age_ms, 95),
+            ),
+            dropped_capture_to_processing=wired.capture_buf.dropped,
+            dropped_processing_to_display=wired.result_buf.dropped,
+            dropped_capture_to_display_live=wired.live_buf.dropped,
+            display_mode=cfg.display.mode,
+            active_mode=screen.auto_mode.mode if cfg.display.mode == "auto" else cfg.display.mode,
+            mode_switches=screen.auto_mode.switches,
+            screen=screen.screen_share.as_dict(),
+            live=live.stats if live is not None else None,
+            carry_err_p95=live.carry_err_p95 if live is not None and detailed else None,
+            stale_err_p95=live.stale_err_p95 if live is not None and detailed else None,
+            real_face_drops=live.real_face_drops if live is not None else 0,
+            faces=tuple(e.name for e in faces.entries),
+            face_problems=tuple(faces.problems),
+            selected_face=faces.entries[selected].name if selected is not None else "",
+            selected_index=selected or 0,
+            actions_applied=controls.actions_applied,
+            last_action=controls.last_action,
+            swap_enabled=controls.swap_enabled,
+            enhance_enabled=controls.enhance_enabled,
+            debug=controls.debug,
+            attract=attract,
+            snapshots_written=self._shots.snapshots_written,
+            thread_restarts=self._supervisor.thread_restarts,
+            keepsakes=self._keepsake.metrics() if detailed else None,
+        )
 
 
 def _ms(v: float | None) -> float | None:

@@ -27,10 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kiosk.app.counters import (
-    CaptureCounters,
+    CounterReader,
     Counters,
-    ProcessingCounters,
-    RenderCounters,
     debug_lines,
     slow_text,
     stats_dict,
@@ -54,7 +52,7 @@ from kiosk.appliance.exit import EXIT_DISPLAY_LOST, other_threads
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.booth.controls import ControlState, GamepadInput, KeyboardInput
-from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
+from kiosk.booth.faces import FaceLibrary, make_library
 from kiosk.booth.session import BoothSession
 from kiosk.capture.live import AnchorSlot, LiveFrame
 from kiosk.capture.live_feed import LiveFeed
@@ -64,7 +62,7 @@ from kiosk.config import KioskConfig
 from kiosk.processing.stage import Processor
 from kiosk.processing.thread import ErrorPolicy, InferenceThread
 from kiosk.signals import SignalState
-from kiosk.stats import LatencyRecorder, RateMeter
+from kiosk.stats import RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 
@@ -205,6 +203,10 @@ class KioskApp:
         )
         #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
         self.supervisor = Supervisor(self.stop)
+        #: One frozen reading of every counter, from each figure's owner (once a frame).
+        self.reader = CounterReader(
+            self.workers, self.supervisor, self.screen, self.controls, self.shots, self.keepsake
+        )
         self._t_start = 0.0
         self._t_start_unix = 0.0
         self.exit_code = 0
@@ -303,20 +305,6 @@ class KioskApp:
     def thread_restarts(self) -> int:
         return self.supervisor.thread_restarts
 
-    @property
-    def _t_unrecovered(self) -> float:
-        return self.supervisor.t_unrecovered
-
-    @property
-    def processing_errors(self) -> int:
-        """Failed processing calls since start, over every inference thread."""
-        return self.supervisor.retired.errors + self.inference.errors
-
-    @property
-    def processing_restarts(self) -> int:
-        """Stage rebuilds since start, over every inference thread."""
-        return self.supervisor.retired.restarts + self.inference.restarts
-
     def _supervise(self) -> None:
         """Replace a stuck capture thread, restart a dead worker (:meth:`Supervisor.check_workers`)."""
         self.supervisor.check_workers(
@@ -334,103 +322,15 @@ class KioskApp:
         loop takes one per frame; the stats JSON, monitoring, overlay and STATUS derive from it.
         ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096 samples each),
         for frames that show no debug overlay and write no stats."""
-        now = self._clock() if now is None else now
-
-        def pct(rec: LatencyRecorder, q: float) -> float | None:
-            return rec.percentile(q) if detailed else None
-
-        cap, inf, screen = self.capture, self.inference, self.screen
-        provider, gpu_requested, gpu_fallback = inf.provider_info()
-        health = self.supervisor.health(now, inf)
-        stalled_for_s = health.stalled_for_s
-        dead = bool(self._t_start) and not inf.is_alive() and not self.stop.is_set()
-        # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
-        stopped = bool(stalled_for_s) or (bool(self._t_start) and not inf.is_alive())
-        live = self.live_feed.figures if self.live_feed is not None else None  # the capture thread's snapshot
-        faces = self.library.snapshot
-        return Counters(
-            t=now,
-            detailed=detailed,
-            duration_s=now - self._t_start if self._t_start else 0.0,
-            started_unix=self._t_start_unix,
-            capture=CaptureCounters(
-                description=cap.description,
-                kind=self.cfg.source.kind,
-                state=cap.state,
-                last_error=cap.last_error,
-                reconnects=cap.reconnects,
-                frames=cap.rate.count,
-                mean_fps=cap.rate.mean_fps,
-                fps_now=cap.rate.fps_at(now) if cap.is_alive() else 0.0,
-                live_errors=cap.live_errors,
-            ),
-            processing=ProcessingCounters(
-                stage=inf.processor_name,
-                frames=self.supervisor.retired.processed + inf.rate.count,
-                mean_fps=inf.rate.mean_fps,
-                fps_now=0.0 if stopped else inf.rate.fps_at(now),
-                swap_fps=inf.swap_rate.mean_fps,
-                swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
-                stalled_for_s=stalled_for_s,
-                # A slow stage that keeps progressing is slow, not stalled, between its frames.
-                no_result_s=0.0 if health.slow_frame_s else self.screen.stalled_s(now, cap.state),
-                slow_frame_s=health.slow_frame_s,
-                dead=dead,
-                unrecovered_s=health.unrecovered_s,
-                process_p50=pct(inf.process_ms, 50),
-                process_p95=pct(inf.process_ms, 95),
-                process_sum=self.supervisor.retired.process_sum + inf.process_ms.total,
-                process_samples=self.supervisor.retired.process_samples + inf.process_ms.count,
-                errors=self.processing_errors,
-                restarts=self.processing_restarts,
-                build_failures=inf.build_failures,
-                abandoned_threads=self.abandoned_threads,
-                last_error=inf.last_error,
-                problem=inf.problem,
-                notice=screen.last_notice,
-                provider=provider,
-                gpu_requested=gpu_requested,
-                gpu_fallback=gpu_fallback,
-            ),
-            render=RenderCounters(
-                frames=screen.render_rate.count,
-                mean_fps=screen.render_rate.mean_fps,
-                fps_now=screen.render_rate.fps_at(now),
-                new_pictures=screen.latency_ms.count,
-                with_faces=screen.frames_with_faces,
-                results=screen.results_shown,
-                results_swapping=screen.results_swapping,
-                results_with_faces=screen.results_with_faces,
-                latency_p50=pct(screen.latency_ms, 50),
-                latency_p95=pct(screen.latency_ms, 95),
-                latency_sum=screen.latency_ms.total,
-                face_age_p50=pct(screen.face_age_ms, 50),
-                face_age_p95=pct(screen.face_age_ms, 95),
-            ),
-            dropped_capture_to_processing=self.capture_buf.dropped,
-            dropped_processing_to_display=self.result_buf.dropped,
-            dropped_capture_to_display_live=self.live_buf.dropped,
-            display_mode=self.cfg.display.mode,
-            active_mode=self.active_mode(),
-            mode_switches=screen.auto_mode.switches,
-            screen=screen.screen_share.as_dict(),
-            live=live.stats if live is not None else None,
-            carry_err_p95=live.carry_err_p95 if live is not None and detailed else None,
-            stale_err_p95=live.stale_err_p95 if live is not None and detailed else None,
-            real_face_drops=live.real_face_drops if live is not None else 0,
-            faces=tuple(e.name for e in faces.entries),
-            face_problems=tuple(faces.problems),
-            selected_face=self.selected_face_name(faces),
-            selected_index=self.controls.selected_index(faces.keys) or 0,
-            actions_applied=self.controls.actions_applied,
-            last_action=self.controls.last_action,
-            swap_enabled=self.controls.swap_enabled,
-            enhance_enabled=self.controls.enhance_enabled,
-            debug=self.controls.debug,
+        return self.reader.read(
+            self._clock() if now is None else now,
+            detailed,
+            cfg=self.cfg,
+            faces=self.library.snapshot,
             attract=self.attract,
-            snapshots_written=self.shots.snapshots_written,
-            thread_restarts=self.thread_restarts,
-            keepsakes=self.keepsake.metrics() if detailed else None,
+            t_start=self._t_start,
+            started_unix=self._t_start_unix,
+            stopping=self.stop.is_set(),
         )
 
     # -- overlay ---------------------------------------------------------------------------
@@ -521,12 +421,6 @@ class KioskApp:
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
         return status_line(counters if counters is not None else self.counters())
-
-    def selected_face_name(self, faces: LibrarySnapshot | None = None) -> str:
-        """The selected face's name in ``faces`` (default: the library now); "" without faces."""
-        faces = self.library.snapshot if faces is None else faces
-        i = self.controls.selected_index(faces.keys)
-        return faces.entries[i].name if i is not None else ""
 
     @property
     def render_rate(self) -> RateMeter:
