@@ -164,7 +164,7 @@ def test_supervise_restarts_a_dead_capture_thread_on_its_buffers_without_a_confl
     try:
         assert _wait(lambda: not first.is_alive())
         gen = app.capture_buf.generation
-        app._supervise()
+        app.supervise()
         assert app.capture is not first and app.thread_restarts == 1
         assert app.capture_buf is first.out  # a dead thread publishes nothing: same buffers
         assert _wait(lambda: app.capture_buf.generation >= gen + 3)
@@ -190,7 +190,7 @@ def _run_with_switch(
     app = KioskApp(cfg_a, RunOptions(headless=True, seconds=seconds, screenshot=shot))
     timing: dict[str, float] = {}
     frames: list[float] = []
-    real_poll, real_overlay = app._poll_config, app.overlay_texts
+    real_poll, real_overlay = app.poll_config, app.overlay_texts
 
     def poll() -> None:
         real_poll()
@@ -207,7 +207,7 @@ def _run_with_switch(
             timing["t_new"] = now  # the new source's first frame is out
         return real_overlay(now, *counters)
 
-    app._poll_config = poll  # type: ignore[method-assign]
+    app.poll_config = poll  # type: ignore[method-assign]
     app.overlay_texts = overlay  # type: ignore[method-assign]
     assert app.run() == 0
     print(
@@ -285,7 +285,7 @@ def test_a_stuck_thread_in_live_mode_leaves_all_three_buffers_to_the_fresh_one(b
         app.apply_config(parse_config(live_cfg + CFG_B, "t.yaml"))
         assert time.perf_counter() - t0 < 0.05
         time.sleep(0.4)
-        app._supervise()  # the switch has waited past switch_timeout_s
+        app.supervise()  # the switch has waited past switch_timeout_s
         assert app.capture is not old_capture and old_capture.abandoned
         assert app.live_buf is not old_live and app.anchor_buf is not old_anchors
         # the inference thread takes its new buffers itself, at its next iteration (rewire's queue)

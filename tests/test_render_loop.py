@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
+from kiosk.app.loop import RenderLoop
 from kiosk.config import KioskConfig
 
 
@@ -119,7 +120,7 @@ def _app(
     app.display.open_display = open_display  # type: ignore[method-assign]
     app._start_workers = lambda: None  # type: ignore[method-assign]
     supervised: list[float] = []
-    app._supervise = lambda: supervised.append(clock())  # type: ignore[method-assign]
+    app.supervise = lambda: supervised.append(clock())  # type: ignore[method-assign]
     app.supervised = supervised  # type: ignore[attr-defined]
     app.opened = opened  # type: ignore[attr-defined]
     return app, clock, surface, notifier, supervised
@@ -177,7 +178,7 @@ def test_watchdog_is_fed_only_while_healthy_and_the_run_exits_3_after_recovery_s
         processing={"stall_s": 0.5, "recovery_s": 2.0},
     )
     t_hang = 1001.0
-    app._check_pipeline = lambda now: max(0.0, now - t_hang)  # type: ignore[method-assign]
+    app.check_pipeline = lambda now: max(0.0, now - t_hang)  # type: ignore[method-assign]
     assert app.run() == 3
     assert notifier.watchdogs and max(notifier.watchdogs) <= t_hang + 0.5 + 1e-9
     assert min(t for t in surface.frames if t > t_hang + 0.5) not in notifier.watchdogs
@@ -209,9 +210,9 @@ def test_one_snapshot_per_frame_feeds_overlay_status_and_stats(tmp_path: Path) -
 
 
 def test_the_loop_body_reads_no_config() -> None:
-    for name in ("_frame", "_after_frame", "_pace", "_draw"):
-        src = inspect.getsource(getattr(KioskApp, name))
-        assert "cfg" not in src, f"KioskApp.{name} reads the config; use loop_options"
+    for name in ("_frame", "_after_frame", "_pace", "_draw", "_reports_due", "draw_final_screenshot"):
+        src = inspect.getsource(getattr(RenderLoop, name))
+        assert "cfg" not in src, f"RenderLoop.{name} reads the config; use its LoopOptions"
 
 
 def test_percentiles_are_taken_only_for_frames_that_report_them(tmp_path: Path) -> None:

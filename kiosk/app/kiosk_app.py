@@ -22,7 +22,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +35,7 @@ from kiosk.app.counters import (
 )
 from kiosk.app.display import Display
 from kiosk.app.keepsake_host import KeepsakeHost
+from kiosk.app.loop import FrameParts, LoopOptions, RenderLoop, RunOptions
 from kiosk.app.reload import ConfigReload
 from kiosk.app.reload_table import Part
 from kiosk.app.screen import Screen
@@ -72,70 +72,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class RunOptions:
-    headless: bool = False
-    frames: int = 0  # exit after this many rendered frames (0: run until stopped)
-    seconds: float = 0.0  # exit after this long (0: run until stopped)
-    screenshot: Path | None = None
-    stats_json: Path | None = None
-    stats_interval_s: float = 0.0  # also rewrite stats_json this often while running
-    screenshot_every_s: float = 0.0  # also rewrite screenshot this often while running
-
-
-@dataclass(frozen=True)
-class LoopOptions:
-    """What the render loop needs of the config and the run options, taken when config is
-    (re)applied (:data:`kiosk.app.reload_table.Part.LOOP`): the loop body itself reads no config."""
-
-    period_s: float = 0.0  # 1 / display.max_fps; 0: not paced
-    live: bool = False  # display.mode: live (the picture is the newest camera frame)
-    auto: bool = False  # display.mode: auto (synced while processing keeps up, else live)
-    stall_s: float = 5.0  # processing.stall_s: the watchdog is fed while unhealthy no longer than this
-    recovery_s: float = 30.0  # processing.recovery_s: exit 3 once unhealthy longer than this
-    frames: int = 0
-    seconds: float = 0.0
-    stats_interval_s: float = 0.0
-    screenshot_every_s: float = 0.0
-    supervise_every_s: float = 1.0  # worker threads checked (and restarted if dead) this often
-    status_every_s: float = 5.0  # systemd STATUS= this often
-
-    @classmethod
-    def of(cls, cfg: KioskConfig, opts: RunOptions) -> LoopOptions:
-        fps = cfg.display.max_fps
-        return cls(
-            period_s=1.0 / fps if fps > 0 else 0.0,
-            live=cfg.display.mode == "live",
-            auto=cfg.display.mode == "auto",
-            stall_s=cfg.processing.stall_s,
-            recovery_s=cfg.processing.recovery_s,
-            frames=opts.frames,
-            seconds=opts.seconds,
-            stats_interval_s=opts.stats_interval_s,
-            screenshot_every_s=opts.screenshot_every_s,
-        )
-
-
-@dataclass(frozen=True)
-class _Reports:
-    """The reports one frame sends."""
-
-    status: bool
-    stats: bool
-    monitor: bool
-
-
-@dataclass
-class _Schedule:
-    """The render loop's next due times (its clock)."""
-
-    tick: float = 0.0
-    stats: float = 0.0
-    shot: float = 0.0
-    supervise: float = 0.0
-    status: float = 0.0
-
-
 class KioskApp:
     def __init__(
         self,
@@ -156,10 +92,7 @@ class KioskApp:
         self._clock = clock
         self._sleep = sleep
         self._notifier = notifier
-        self.loop_options = LoopOptions.of(cfg, opts)
-        self._schedule = _Schedule()
         self.display = Display(opts.headless)  # the surface and renderer, while run() runs
-        self._overlay: Any = None  # the last frame's OverlayState
         self.signals = signals or SignalState()
         self.stop = self.signals.stop
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
@@ -210,6 +143,23 @@ class KioskApp:
         self._t_start = 0.0
         self._t_start_unix = 0.0
         self.exit_code = 0
+        #: The render loop (its schedule and pacing; reads LoopOptions, never the config).
+        self.loop = RenderLoop(
+            self,
+            FrameParts(
+                self.workers,
+                self.screen,
+                self.display,
+                self.session,
+                self.keepsake,
+                self.shots,
+                self.controls,
+                self.stop,
+            ),
+            LoopOptions.of(cfg, opts),
+            clock=clock,
+            sleep=sleep,
+        )
         self._stats_write_failed = False
         self._active_notifier: SdNotifier | None = None  # while run() runs
 
@@ -282,7 +232,7 @@ class KioskApp:
     def live_feed(self) -> LiveFeed | None:
         return self.workers.now.live_feed
 
-    def _check_pipeline(self, now: float) -> float:
+    def check_pipeline(self, now: float) -> float:
         """Abandon a hung unit of stage work for a fresh inference thread (:mod:`kiosk.app.supervisor`);
         return how long processing has been unhealthy, 0 when healthy."""
         return self.supervisor.check_inference(
@@ -305,7 +255,7 @@ class KioskApp:
     def thread_restarts(self) -> int:
         return self.supervisor.thread_restarts
 
-    def _supervise(self) -> None:
+    def supervise(self) -> None:
         """Replace a stuck capture thread, restart a dead worker (:meth:`Supervisor.check_workers`)."""
         self.supervisor.check_workers(
             self._clock(),
@@ -390,19 +340,30 @@ class KioskApp:
         self.signals.install()
 
     # -- live reload -------------------------------------------------------------------------
-    def _poll_config(self) -> None:
+    def poll_config(self) -> None:
+        """Between frames: a config reload (:meth:`ConfigReload.poll`), then a display reopen
+        asked for (``display`` window settings changed) or due (a retry), with its gamepads."""
         self.reload.poll()
+        if self.display.changed:  # a failed reopen keeps the previous settings (else offscreen)
+            self.display.request_reopen(self.cfg.display)
+        if self.display.reopen_due():
+            self.session.gamepad = self.reload.new_gamepad()
+            self.reload.problem = self.display.staff_line(self.reload.problem)
+
+    @property
+    def loop_options(self) -> LoopOptions:
+        return self.loop.options
 
     def _take_loop_options(self, cfg: KioskConfig) -> None:
         """The render loop's options from ``cfg`` (:data:`Part.LOOP`)."""
-        self.loop_options = LoopOptions.of(cfg, self.opts)
+        self.loop.options = LoopOptions.of(cfg, self.opts)
 
     def apply_config(self, new: KioskConfig) -> frozenset[Part]:
         """Apply a validated config to the running kiosk (:meth:`ConfigReload.apply`)."""
         return self.reload.apply(new)
 
     # -- booth state -------------------------------------------------------------------------
-    def _take_snapshot(self, surface: Any) -> None:
+    def take_snapshot(self, surface: Any) -> None:
         """The staff's snapshot key: the frame just drawn, saved by the shots' writer thread."""
         self.controls.snapshot_requested = False
         snap = self.cfg.snapshots
@@ -412,7 +373,7 @@ class KioskApp:
     def snapshots_written(self) -> int:
         return self.shots.snapshots_written
 
-    def _staff_problem(self) -> str:
+    def staff_problem(self) -> str:
         """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
         and the snapshot folder's (snapshots kept in memory while it is full)."""
         first = self.reload.problem or self.keepsake.staff_line()
@@ -433,17 +394,6 @@ class KioskApp:
         return self.keepsake.flow
 
     # -- the render loop ---------------------------------------------------------------------
-    def _reopen_display(self) -> None:
-        """``display`` window settings changed (:data:`Part.WINDOW`): ask for a new surface and
-        renderer; a failed reopen keeps the previous settings (else offscreen) and retries."""
-        self.display.request_reopen(self.cfg.display)
-
-    def _reopen_due(self) -> None:
-        """Reopen the display when a requested change (or its retry) is due, with its gamepads."""
-        if self.display.reopen_due():
-            self.session.gamepad = self.reload.new_gamepad()
-            self.reload.problem = self.display.staff_line(self.reload.problem)
-
     def _start_workers(self) -> None:
         self.workers.start()
 
@@ -455,10 +405,7 @@ class KioskApp:
             self.write_stats()
             self.inference.release()
             return 0
-        from kiosk.render.renderer import OverlayState
-
         self.display.open(self.cfg.display)
-        self._overlay = OverlayState()
         self.session.gamepad = self.reload.new_gamepad()
         notifier = self._notifier or SdNotifier.from_env()
         self._active_notifier = notifier
@@ -468,20 +415,11 @@ class KioskApp:
         self.reload.monitor = self.reload.new_monitor()
         self.keepsake.open(self.cfg)
         self._start_workers()
-        o = self.loop_options
-        self._schedule = _Schedule(
-            t0, t0 + o.stats_interval_s, t0, t0 + o.supervise_every_s, t0 + o.status_every_s
-        )
         try:
-            while not self.stop.is_set() and self._frame(notifier):
-                self._pace()
+            self.loop.run(notifier, t0)
+            self.exit_code = self.exit_code or self.loop.exit_code
             if self.opts.screenshot is not None:  # the last frame, drawn once more for the PNG
-                size = self.display.surface.begin_frame()
-                mono = time.monotonic()
-                final = self.session.view(mono, self._staff_problem())
-                booth, extra = self.keepsake.with_keepsake(final.booth)
-                self.display.renderer.draw(size, self._overlay, booth=booth, now=mono, **extra)
-                self.shots.screenshot(self.opts.screenshot, self.display.surface)
+                self.loop.draw_final_screenshot()
         finally:
             notifier.stopping()
             self.shots.close()  # the last screenshot is on disk when run returns
@@ -512,115 +450,6 @@ class KioskApp:
             self.reload.monitor.close(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
             self.reload.monitor = None
         self.write_stats()
-
-    def _frame(self, notifier: SdNotifier) -> bool:
-        """One iteration of the render loop: config, picture, booth, draw, then the due work.
-        False ends the run."""
-        from kiosk.render.renderer import OverlayState
-
-        self._poll_config()
-        if self.display.changed:
-            self._reopen_display()
-        self._reopen_due()
-        result = self.result_buf.read()
-        frozen = self.keepsake.frozen  # a keepsake's still
-        o, screen, renderer = self.loop_options, self.screen, self.display.renderer
-        mode = screen.choose_mode(self._clock(), o.live, o.auto, self.capture, self.inference)
-        if result is not None:
-            screen.take(result, mode, o.auto, frozen, renderer, self._clock())
-        shown = (
-            None if frozen else screen.picture(renderer, result, mode, o.auto, self.result_buf, self.live_buf)
-        )
-        # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
-        mono = time.monotonic()
-        view = self.session.step(self.display.surface.poll_events(), result, mono, self._staff_problem())
-        if view.quit_requested:
-            self.stop.set()
-        self.keepsake.step(view.actions, mono, self.display.renderer)
-        booth = view.booth
-        # --
-        if self.display.surface.should_close():
-            return False
-        now = self._clock()
-        reports = self._reports_due(now)
-        # the frame's one snapshot: overlay, STATUS, stats file, monitoring
-        counters = self.counters(now, detailed=self.controls.debug or reports.stats or reports.monitor)
-        self._overlay = OverlayState(**self.overlay_texts(now, counters))
-        self._draw(self._overlay, booth, mono, now)
-        t_shown = self._clock()
-        screen.presented(t_shown, mode, shown)
-        if screen.render_rate.count == 1:
-            notifier.ready(status="running")
-        return self._after_frame(t_shown, counters, reports, notifier)
-
-    def _draw(self, overlay: Any, booth: Any, mono: float, now: float) -> None:
-        """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
-        surface = self.display.surface
-        size = surface.begin_frame()
-        booth, extra = self.keepsake.with_keepsake(booth)
-        self.display.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
-        if self.controls.snapshot_requested:
-            self._take_snapshot(surface)
-        self.shots.retry_snapshots()
-        every = self.loop_options.screenshot_every_s
-        if every and now >= self._schedule.shot:
-            self.shots.screenshot(self.opts.screenshot, surface)
-            self._schedule.shot = now + every
-        surface.end_frame()
-
-    def _reports_due(self, now: float) -> _Reports:
-        """Which reports this frame sends (and when the next ones are due)."""
-        o, due = self.loop_options, self._schedule
-        status = now >= due.status
-        if status:
-            due.status = now + o.status_every_s
-        stats = bool(o.stats_interval_s) and now >= due.stats
-        if stats:
-            due.stats = now + o.stats_interval_s
-        monitor = self.monitor is not None and self.monitor.due(now)
-        return _Reports(status, stats, monitor)
-
-    def _after_frame(self, t: float, counters: Counters, reports: _Reports, notifier: SdNotifier) -> bool:
-        """Supervision and reports due at ``t``; False ends the run (limits reached, or exit 3)."""
-        o, due = self.loop_options, self._schedule
-        unhealthy_s = self._check_pipeline(t)
-        if unhealthy_s <= o.stall_s:
-            notifier.watchdog()  # rate-limited to WATCHDOG_USEC/2 inside
-        if unhealthy_s > o.recovery_s:
-            log.error(
-                "processing has not recovered for %.0f s: exiting with status 3 so that systemd "
-                "restarts the kiosk",
-                unhealthy_s,
-            )
-            self.exit_code = 3
-            return False
-        if reports.status:
-            notifier.status(self.status_text(counters))
-        if o.frames and self.screen.render_rate.count >= o.frames:
-            return False
-        if o.seconds and t - self._t_start >= o.seconds:
-            return False
-        if reports.stats:
-            self.write_stats(counters)
-        if reports.monitor and self.monitor is not None:
-            self.monitor.submit(self.stats(counters))
-        if t >= due.supervise:
-            self._supervise()
-            due.supervise = t + o.supervise_every_s
-        return True
-
-    def _pace(self) -> None:
-        """Sleep until the next frame is due at ``display.max_fps`` (no catching up after a hitch)."""
-        period = self.loop_options.period_s
-        if not period:
-            return
-        due = self._schedule
-        due.tick += period
-        delay = due.tick - self._clock()
-        if delay > 0:
-            self._sleep(delay)
-        elif delay < -0.25:
-            due.tick = self._clock()
 
     def shutdown(self, timeout_s: float = 1.0) -> None:
         """Stop and join the worker threads (the capture thread releases the camera), then the
