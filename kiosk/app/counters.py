@@ -10,7 +10,11 @@ second and "stalled", never the rate it had before it stopped.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
     from kiosk.booth.faces import LibrarySnapshot
     from kiosk.config.schema import KioskConfig
     from kiosk.stats import LatencyRecorder
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -467,3 +473,52 @@ def status_line(c: Counters) -> str:
         f"{cap.description or cap.kind} {cap.state}, render {c.render.fps_now:.0f} fps, "
         f"process {process}, {proc.stage}, {len(c.faces)} faces"
     )
+
+
+def overlay_texts(c: Counters, config_problem: str, status_line: bool) -> dict[str, Any]:
+    """The overlay's texts from the frame's snapshot ``c``: the source's trouble, the notice (a
+    config problem first, else the stage's; "stalled" or "slow" when processing is), the status
+    line (``overlay.status_line``) and the debug lines."""
+    cap = c.capture
+    message = ""
+    if cap.state == "reconnecting" or (cap.state == "starting" and c.duration_s > 1.0):
+        what = "Camera" if cap.kind == "camera" else "Video source"
+        message = f"{what} unavailable — reconnecting…"
+        if cap.last_error:
+            message += f"\n{cap.last_error}"
+    notice = config_problem or c.processing.notice
+    if c.processing.no_result_s:
+        shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
+        notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
+    elif c.processing.slow_frame_s:
+        slow = f"processing slow ({slow_text(c.processing.slow_frame_s)} a frame)"
+        notice = f"{notice} · {slow}" if notice else slow
+    status = f"{cap.description or cap.kind} · {c.processing.stage}"
+    return {
+        "status": status if status_line else "",
+        "message": message,
+        "notice": notice,
+        "debug_lines": debug_lines(c) if c.debug else [],
+    }
+
+
+class StatsFile:
+    """The ``--stats-json`` file, replaced whole (a reader never sees half a document). A failed
+    write never stops the booth: it is said once in the log."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._failed = False
+
+    def write(self, doc: dict[str, Any]) -> None:
+        path = self.path
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(doc, indent=2) + "\n")
+            tmp.replace(path)
+        except OSError as exc:  # a stats file must never stop the booth: say so once
+            if not self._failed:
+                log.error("--stats-json not written (%s): %s", path, exc.strerror or exc)
+            self._failed = True
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)

@@ -17,8 +17,6 @@ frozen view it returns. This module keeps the wiring, start/stop and supervision
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -28,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from kiosk.app.counters import (
     CounterReader,
     Counters,
-    debug_lines,
-    slow_text,
+    StatsFile,
+    overlay_texts,
     stats_dict,
     status_line,
 )
@@ -64,7 +62,7 @@ from kiosk.processing.thread import ErrorPolicy, InferenceThread
 from kiosk.signals import SignalState
 from kiosk.stats import RateMeter
 from kiosk.sync import TripleBuffer
-from kiosk.types import CapturedFrame, SwapResult
+from kiosk.types import CapturedFrame
 
 if TYPE_CHECKING:
     from kiosk.keepsake.flow import KeepsakeFlow
@@ -90,7 +88,6 @@ class KioskApp:
         ``sleep`` drive the render loop; ``notifier`` defaults to systemd's from the environment."""
         self.opts = opts
         self._clock = clock
-        self._sleep = sleep
         self._notifier = notifier
         self.display = Display(opts.headless)  # the surface and renderer, while run() runs
         self.signals = signals or SignalState()
@@ -105,6 +102,8 @@ class KioskApp:
         self.screen = Screen()
         #: Keepsakes (keepsake.enabled): the service and its on-screen flow, while run() runs.
         self.keepsake = KeepsakeHost(self.session, lambda: self.screen.shown_picture)
+        #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
+        self.supervisor = Supervisor(self.stop)
         #: Every buffer and worker thread (:mod:`kiosk.app.wiring`: built once, rebuilt through it).
         self.workers = Workers(
             WiringSpec(
@@ -115,7 +114,9 @@ class KioskApp:
                 ErrorPolicy.of(cfg.processing),
                 self.controls,
                 self.stop,
-            )
+            ),
+            self.supervisor,
+            lambda thread: self.library.revoke(thread),
         )
         #: The config in force and its live reload (the library, monitor and gamepads follow it).
         self.reload = ConfigReload(
@@ -134,8 +135,6 @@ class KioskApp:
             running=lambda: bool(self._t_start),
             on_loop=self._take_loop_options,
         )
-        #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
-        self.supervisor = Supervisor(self.stop)
         #: One frozen reading of every counter, from each figure's owner (once a frame).
         self.reader = CounterReader(
             self.workers, self.supervisor, self.screen, self.controls, self.shots, self.keepsake
@@ -160,7 +159,7 @@ class KioskApp:
             clock=clock,
             sleep=sleep,
         )
-        self._stats_write_failed = False
+        self._stats_file = StatsFile(opts.stats_json) if opts.stats_json is not None else None
         self._active_notifier: SdNotifier | None = None  # while run() runs
 
     # -- the booth session's parts -------------------------------------------------------------
@@ -217,10 +216,6 @@ class KioskApp:
         return self.workers.now.capture_buf
 
     @property
-    def result_buf(self) -> TripleBuffer[SwapResult]:
-        return self.workers.now.result_buf
-
-    @property
     def anchor_buf(self) -> TripleBuffer[AnchorSlot]:
         return self.workers.now.anchor_buf
 
@@ -233,18 +228,8 @@ class KioskApp:
         return self.workers.now.live_feed
 
     def check_pipeline(self, now: float) -> float:
-        """Abandon a hung unit of stage work for a fresh inference thread (:mod:`kiosk.app.supervisor`);
-        return how long processing has been unhealthy, 0 when healthy."""
-        return self.supervisor.check_inference(
-            now, self.inference, self.controls.swap_enabled, self._replace_inference
-        )
-
-    def _replace_inference(self, old: InferenceThread) -> None:
-        """A fresh inference thread with its own output buffer for an abandoned one (the stuck one
-        can never write to the screen), or for one that died."""
-        if old.abandoned:
-            self.library.revoke(old)  # it may be inside a library refresh: never publish it
-        self.workers.replace_inference(old)
+        """Seconds processing has been unhealthy (0: healthy); a hung thread is replaced."""
+        return self.workers.check_inference(now)
 
     # The supervisor's meters, under the names the kiosk always had.
     @property
@@ -256,15 +241,8 @@ class KioskApp:
         return self.supervisor.thread_restarts
 
     def supervise(self) -> None:
-        """Replace a stuck capture thread, restart a dead worker (:meth:`Supervisor.check_workers`)."""
-        self.supervisor.check_workers(
-            self._clock(),
-            self.capture,
-            self.inference,
-            self.workers.replace_capture,
-            self.workers.restart_capture,
-            self._replace_inference,
-        )
+        """Replace a stuck capture thread, restart a dead worker (once a second)."""
+        self.workers.check_workers(self._clock())
 
     # -- counters ----------------------------------------------------------------------------
     def counters(self, now: float | None = None, detailed: bool = True) -> Counters:
@@ -287,27 +265,7 @@ class KioskApp:
     def overlay_texts(self, now: float, counters: Counters | None = None) -> dict[str, Any]:
         """The overlay's texts from ``counters`` (the frame's snapshot; a fresh one if None)."""
         c = counters if counters is not None else self.counters(now)
-        cap = c.capture
-        message = ""
-        if cap.state == "reconnecting" or (cap.state == "starting" and c.duration_s > 1.0):
-            what = "Camera" if cap.kind == "camera" else "Video source"
-            message = f"{what} unavailable — reconnecting…"
-            if cap.last_error:
-                message += f"\n{cap.last_error}"
-        notice = self.reload.problem or c.processing.notice
-        if c.processing.no_result_s:
-            shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
-            notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
-        elif c.processing.slow_frame_s:
-            slow = f"processing slow ({slow_text(c.processing.slow_frame_s)} a frame)"
-            notice = f"{notice} · {slow}" if notice else slow
-        status = f"{cap.description or cap.kind} · {c.processing.stage}"
-        return {
-            "status": status if self.cfg.overlay.status_line else "",
-            "message": message,
-            "notice": notice,
-            "debug_lines": debug_lines(c) if c.debug else [],
-        }
+        return overlay_texts(c, self.reload.problem, self.cfg.overlay.status_line)
 
     # -- stats -----------------------------------------------------------------------------
     def stats(self, counters: Counters | None = None) -> dict[str, Any]:
@@ -321,23 +279,9 @@ class KioskApp:
         return out
 
     def write_stats(self, counters: Counters | None = None) -> None:
-        if self.opts.stats_json is None:
-            return
-        path = self.opts.stats_json
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            tmp.write_text(json.dumps(self.stats(counters), indent=2) + "\n")
-            tmp.replace(path)
-        except OSError as exc:  # a stats file must never stop the booth: say so once
-            if not self._stats_write_failed:
-                log.error("--stats-json not written (%s): %s", path, exc.strerror or exc)
-            self._stats_write_failed = True
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-
-    # -- main loop -------------------------------------------------------------------------
-    def _install_signal_handlers(self) -> None:
-        self.signals.install()
+        """Rewrite the ``--stats-json`` file (if asked for) from ``counters`` (fresh if None)."""
+        if self._stats_file is not None:
+            self._stats_file.write(self.stats(counters))
 
     # -- live reload -------------------------------------------------------------------------
     def poll_config(self) -> None:
@@ -399,7 +343,7 @@ class KioskApp:
 
     def run(self) -> int:
         """Open the display, start the workers, render until stopped; the exit status."""
-        self._install_signal_handlers()
+        self.signals.install()
         if self.stop.is_set():  # a signal while the kiosk was being built
             self.shutdown()
             self.write_stats()
@@ -427,8 +371,7 @@ class KioskApp:
             self.keepsake.close()  # the server stops, the photos go (unless keep_on_disk)
             self.write_stats()
             if self.reload.monitor is not None:
-                self.reload.monitor.close(self.stats())  # up 0
-                self.reload.monitor = None
+                self.reload.close_monitor(self.stats())  # up 0
             self.keepsake.service = None
             notifier.close()
             self.display.watch_lost(None)  # the X connection goes with the window: nothing to report after
@@ -446,9 +389,7 @@ class KioskApp:
         if notifier is not None:
             notifier.stopping()
         stats = self.stats()
-        if self.reload.monitor is not None:
-            self.reload.monitor.close(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
-            self.reload.monitor = None
+        self.reload.close_monitor(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
         self.write_stats()
 
     def shutdown(self, timeout_s: float = 1.0) -> None:
@@ -458,18 +399,7 @@ class KioskApp:
         if self.signals.received:
             log.info("signal %s: shutting down", ",".join(str(s) for s in self.signals.received))
         self.stop.set()
-        self.workers.now.capture_stop.set()
-        deadline = time.perf_counter() + timeout_s
-        for t in (self.capture, self.inference):
-            wait = max(0.0, deadline - time.perf_counter())
-            if t is self.inference:  # inside a model call: only what such a call usually takes
-                wait = self.supervisor.join_wait(time.perf_counter(), t, wait)
-            if t.is_alive():
-                t.join(wait)
-            if t.is_alive():
-                log.warning("%s thread did not stop within %.1f s", t.name, timeout_s)
-        if not self.inference.join_loaders(min(0.3, max(0.0, deadline - time.perf_counter()))):
-            log.warning("the model loader is still busy; exiting without waiting for it")
+        self.workers.join(timeout_s)
 
     @property
     def clean_exit_possible(self) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kiosk.app.config_watch import ConfigWatcher, ReloadEvent
 from kiosk.app.display import Display
@@ -169,6 +170,12 @@ class ConfigReload:
             self.monitor = None
         if self._running():
             self.monitor = self.new_monitor()
+
+    def close_monitor(self, stats: dict[str, Any] | None, timeout_s: float = 1.0) -> None:
+        """The last metrics (``up 0``) after any write in flight; the writer goes."""
+        if self.monitor is not None:
+            self.monitor.close(stats, timeout_s=timeout_s)
+            self.monitor = None
 
     def new_monitor(self) -> TextfileMonitor | None:
         """The textfile writer for ``monitoring`` in force (None when off)."""

@@ -10,18 +10,23 @@
 renew (:class:`Renew`) and keeping the rest: the supervisor replacing a hung inference thread or a
 stuck capture thread, restarting a dead one, a reload switching the source. So there is one place
 that connects producers to buffers, and a renewed producer always gets buffers no abandoned thread
-still writes to. :class:`Workers` owns the current :class:`Wired` and these rebuilds; it starts the
-threads a rebuild made and never joins one (the kiosk's shutdown does).
+still writes to. :class:`Workers` owns the current :class:`Wired` and these rebuilds: it has the
+:class:`~kiosk.app.supervisor.Supervisor` watch its threads (the supervisor decides, the wiring
+replaces), starts the threads a rebuild made, and joins the current ones at shutdown (never an
+abandoned one).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Flag, auto
 
+from kiosk.app.supervisor import Supervisor
 from kiosk.booth.controls import ControlState
 from kiosk.booth.faces import FaceLibrary
 from kiosk.capture.live import AnchorSlot, LiveFrame, LiveOptions, new_live_frame
@@ -33,6 +38,8 @@ from kiosk.processing.stage import PassThrough, Processor
 from kiosk.processing.thread import ErrorPolicy, InferenceThread, new_swap_result
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
+
+log = logging.getLogger(__name__)
 
 
 def default_source_factory(cfg: KioskConfig) -> Callable[[], Source]:
@@ -158,10 +165,15 @@ def wire(spec: WiringSpec, renew: Renew = Renew.ALL, old: Wired | None = None) -
 
 
 class Workers:
-    """The kiosk's current :class:`Wired` and every rebuild of it (all through :func:`wire`)."""
+    """The kiosk's current :class:`Wired` and every rebuild of it (all through :func:`wire`).
+    ``revoke(thread)``: the face library never publishes a refresh an abandoned thread started."""
 
-    def __init__(self, spec: WiringSpec) -> None:
+    def __init__(
+        self, spec: WiringSpec, supervisor: Supervisor, revoke: Callable[[InferenceThread], None]
+    ) -> None:
         self.spec = spec
+        self.supervisor = supervisor
+        self._revoke = revoke
         self.now = wire(spec)
 
     def rebuild(self, renew: Renew, *, start: bool = True) -> None:
@@ -180,6 +192,19 @@ class Workers:
         self.now.inference.start()
 
     # -- the supervisor's replacements ---------------------------------------------------------
+    def check_inference(self, now: float) -> float:
+        """Abandon a hung unit of stage work for a fresh inference thread (:mod:`kiosk.app.supervisor`);
+        return how long processing has been unhealthy, 0 when healthy."""
+        swap_enabled = self.spec.controls.swap_enabled
+        return self.supervisor.check_inference(now, self.now.inference, swap_enabled, self.replace_inference)
+
+    def check_workers(self, now: float) -> None:
+        """Replace a stuck capture thread, restart a dead worker (:meth:`Supervisor.check_workers`)."""
+        w = self.now
+        self.supervisor.check_workers(
+            now, w.capture, w.inference, self.replace_capture, self.restart_capture, self.replace_inference
+        )
+
     def replace_capture(self, stuck_s: float) -> None:
         """A fresh capture thread for one stuck in a source call (the supervisor abandoned it), on
         fresh buffers (capture, live, anchors), so the stuck one can never publish into what the
@@ -193,6 +218,8 @@ class Workers:
     def replace_inference(self, old: InferenceThread) -> None:
         """A fresh inference thread with its own output buffer for an abandoned one (the stuck one
         can never write to the screen), or on the same buffer for one that died."""
+        if old.abandoned:
+            self._revoke(old)  # it may be inside a library refresh: never publish it
         self.rebuild(Renew.INFERENCE | (Renew.RESULT_BUFFER if old.abandoned else Renew.NOTHING))
 
     # -- reload ------------------------------------------------------------------------------
@@ -214,3 +241,21 @@ class Workers:
         """A custom stage is not rebuilt on reload, but inference threads built later (replacements)
         take the new error policy."""
         self.spec = dataclasses.replace(self.spec, policy=policy)
+
+    def join(self, timeout_s: float) -> None:
+        """Stop and join the current worker threads (the capture thread releases the camera), then
+        the model loader, within about ``timeout_s``; an inference thread inside a model call gets
+        only what such a call usually takes (:meth:`Supervisor.join_wait`)."""
+        w = self.now
+        w.capture_stop.set()
+        deadline = time.perf_counter() + timeout_s
+        for t in (w.capture, w.inference):
+            wait = max(0.0, deadline - time.perf_counter())
+            if t is w.inference:  # inside a model call: only what such a call usually takes
+                wait = self.supervisor.join_wait(time.perf_counter(), t, wait)
+            if t.is_alive():
+                t.join(wait)
+            if t.is_alive():
+                log.warning("%s thread did not stop within %.1f s", t.name, timeout_s)
+        if not w.inference.join_loaders(min(0.3, max(0.0, deadline - time.perf_counter()))):
+            log.warning("the model loader is still busy; exiting without waiting for it")
