@@ -165,7 +165,7 @@ def test_supervise_restarts_a_dead_capture_thread_on_its_buffers_without_a_confl
         assert _wait(lambda: not first.is_alive())
         gen = app.capture_buf.generation
         app.supervise()
-        assert app.capture is not first and app.thread_restarts == 1
+        assert app.capture is not first and app.supervisor.thread_restarts == 1
         assert app.capture_buf is first.out  # a dead thread publishes nothing: same buffers
         assert _wait(lambda: app.capture_buf.generation >= gen + 3)
     finally:
@@ -236,7 +236,7 @@ def test_switch_from_a_slow_source_keeps_the_loop_drawing_and_the_thread(
     assert timing["apply_s"] < 0.05  # back in the render loop at once
     # It kept drawing (the bound is loose for a loaded machine: llvmpipe may stall an upload).
     assert _max_gap_after(frames, timing["t_switch"]) < 0.8
-    assert app.capture.switches == 1 and app.thread_restarts == 0  # the same thread switched
+    assert app.capture.switches == 1 and app.supervisor.thread_restarts == 0  # the same thread switched
     assert a.closed
     assert app.capture.description.startswith("blocking (200")
     centre = shot[H // 2, W // 2]
@@ -255,7 +255,7 @@ def test_switch_from_a_stuck_source_abandons_it_for_fresh_buffers(tmp_path, monk
     app, timing, frames, shot = _run_with_switch(tmp_path, monkeypatch, a, seconds=5.0)
     assert timing["apply_s"] < 0.05
     assert _max_gap_after(frames, timing["t_switch"]) < 0.8
-    assert app.thread_restarts == 1  # the stuck thread was replaced
+    assert app.supervisor.thread_restarts == 1  # the stuck thread was replaced
     assert app.inference.inp is app.capture_buf  # inference reads the fresh buffer
     assert app.capture.description.startswith("blocking (200")
     centre = shot[H // 2, W // 2]

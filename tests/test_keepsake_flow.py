@@ -267,4 +267,4 @@ def test_a_reloaded_config_changes_the_flow_at_once_and_keepsakes_stay_on_until_
         }
     )
     app.apply_config(new)
-    assert app.keepsake_flow.options == FlowOptions(True, 5.0, 30.0, True, 900.0)
+    assert app.keepsake.flow.options == FlowOptions(True, 5.0, 30.0, True, 900.0)

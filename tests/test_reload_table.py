@@ -101,7 +101,7 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
     monitor: list[bool] = []
     real_monitor = app.reload.reconfigure_monitor
     app.reload.reconfigure_monitor = lambda: (monitor.append(True), real_monitor())[1]  # type: ignore[method-assign]
-    before = (app.capture, app.library, app.loop_options, app.keyboard, app.controls.debug)
+    before = (app.capture, app.library, app.loop.options, app.keyboard, app.controls.debug)
     pending = app.capture.switch_pending
     enhance = app.controls.enhance_enabled
     app.display.changed = False  # the render loop would have reopened the window by now
@@ -124,7 +124,7 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
         parts.add(Part.STAGE)
     if app.display.changed:
         parts.add(Part.WINDOW)
-    if app.loop_options is not before[2]:
+    if app.loop.options is not before[2]:
         parts.add(Part.LOOP)
     if app.keyboard is not before[3]:
         parts.add(Part.INPUT)

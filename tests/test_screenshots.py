@@ -147,7 +147,7 @@ def test_snapshots_are_written_by_the_writer_none_dropped(tmp_path: Path) -> Non
     )
     surface.read_rgb = lambda: _frame(200)  # type: ignore[method-assign]
     assert app.run() == 0
-    assert app.snapshots_written == 3  # counted once written; all written before run returned
+    assert app.shots.snapshots_written == 3  # counted once written; all written before run returned
     files = sorted(tmp_path.glob("snapshot-*.jpg"))
     assert 1 <= len(files) <= 3  # named by the millisecond: two in the same one share a name
     assert cv2.imread(str(files[0])) is not None

@@ -15,16 +15,12 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from kiosk.app.keepsake_host import KeepsakeHost
-    from kiosk.app.screen import Screen
-    from kiosk.app.shots import Shots
+    from kiosk.app.parts import FrameParts
     from kiosk.app.supervisor import Supervisor
-    from kiosk.app.wiring import Workers
-    from kiosk.booth.controls import ControlState
-    from kiosk.booth.faces import LibrarySnapshot
+    from kiosk.booth.faces import FaceLibrary
     from kiosk.config.schema import KioskConfig
     from kiosk.stats import LatencyRecorder
 
@@ -134,57 +130,39 @@ class Counters:
     keepsakes: dict[str, int] | None = None  # KeepsakeService.metrics() while keepsakes are on
 
 
+class ConfigInForce(Protocol):
+    """The config and face library in force (:class:`kiosk.app.reload.ConfigReload`)."""
+
+    cfg: KioskConfig
+    library: FaceLibrary
+
+
 class CounterReader:
     """Reads one :class:`Counters` from the figures' owners (each the one writer of its figures:
     the worker threads their meters, the supervisor the retired threads' and the health, the
     render loop the screen's, the booth session the controls). Only the render loop reads."""
 
-    def __init__(
-        self,
-        workers: Workers,
-        supervisor: Supervisor,
-        screen: Screen,
-        controls: ControlState,
-        shots: Shots,
-        keepsake: KeepsakeHost,
-    ) -> None:
-        self._workers = workers
+    def __init__(self, parts: FrameParts, supervisor: Supervisor, reload: ConfigInForce) -> None:
+        self._parts = parts
         self._supervisor = supervisor
-        self._screen = screen
-        self._controls = controls
-        self._shots = shots
-        self._keepsake = keepsake
+        self._reload = reload  # the config in force and the face library
 
-    def read(
-        self,
-        now: float,
-        detailed: bool,
-        *,
-        cfg: KioskConfig,
-        faces: LibrarySnapshot,
-        attract: bool,
-        t_start: float,
-        started_unix: float,
-        stopping: bool,
-    ) -> Counters:
+    def read(self, now: float, detailed: bool, t_start: float, started_unix: float) -> Counters:
         """Every counter at ``now`` (the loop's clock); ``t_start``: when the run began (0: not
-        running), ``stopping``: the kiosk's stop is set. ``detailed=False`` leaves out the latency
-        percentiles (a sort of up to 4096 samples each)."""
+        running). ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096
+        samples each)."""
 
         def pct(rec: LatencyRecorder, q: float) -> float | None:
             return rec.percentile(q) if detailed else None
 
-        wired, screen, controls, retired = (
-            self._workers.now,
-            self._screen,
-            self._controls,
-            self._supervisor.retired,
-        )
+        p = self._parts
+        wired, screen, controls = p.workers.now, p.screen, p.controls
+        retired, cfg, faces = self._supervisor.retired, self._reload.cfg, self._reload.library.snapshot
         cap, inf = wired.capture, wired.inference
         provider, gpu_requested, gpu_fallback = inf.provider_info()
         health = self._supervisor.health(now, inf)
         stalled_for_s = health.stalled_for_s
-        dead = bool(t_start) and not inf.is_alive() and not stopping
+        dead = bool(t_start) and not inf.is_alive() and not p.stop.is_set()
         # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
         stopped = bool(stalled_for_s) or (bool(t_start) and not inf.is_alive())
         live = (
@@ -270,10 +248,10 @@ class CounterReader:
             swap_enabled=controls.swap_enabled,
             enhance_enabled=controls.enhance_enabled,
             debug=controls.debug,
-            attract=attract,
-            snapshots_written=self._shots.snapshots_written,
+            attract=p.session.attract,
+            snapshots_written=p.shots.snapshots_written,
             thread_restarts=self._supervisor.thread_restarts,
-            keepsakes=self._keepsake.metrics() if detailed else None,
+            keepsakes=p.keepsake.metrics() if detailed else None,
         )
 
 

@@ -33,7 +33,8 @@ from kiosk.app.counters import (
 )
 from kiosk.app.display import Display
 from kiosk.app.keepsake_host import KeepsakeHost
-from kiosk.app.loop import FrameParts, LoopOptions, RenderLoop, RunOptions
+from kiosk.app.loop import LoopOptions, RenderLoop, RunOptions
+from kiosk.app.parts import FrameParts
 from kiosk.app.reload import ConfigReload
 from kiosk.app.reload_table import Part
 from kiosk.app.screen import Screen
@@ -65,7 +66,7 @@ from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame
 
 if TYPE_CHECKING:
-    from kiosk.keepsake.flow import KeepsakeFlow
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,18 @@ class KioskApp:
             self.supervisor,
             lambda thread: self.library.revoke(thread),
         )
+        self.parts = FrameParts(
+            self.workers,
+            self.screen,
+            self.display,
+            self.session,
+            self.keepsake,
+            self.shots,
+            self.controls,
+            self.stop,
+        )
+        #: The render loop (its schedule and pacing; reads LoopOptions, never the config).
+        self.loop = RenderLoop(self, self.parts, LoopOptions.of(cfg, opts), clock=clock, sleep=sleep)
         #: The config in force and its live reload (the library, monitor and gamepads follow it).
         self.reload = ConfigReload(
             cfg,
@@ -125,40 +138,18 @@ class KioskApp:
             config_path,
             self.signals,
             headless=opts.headless,
-            session=self.session,
-            controls=self.controls,
-            workers=self.workers,
-            keepsake=self.keepsake,
-            display=self.display,
+            parts=self.parts,
             custom_source=source_factory is not None,
             custom_processor=processor_factory is not None,
+            loop=self.loop,
+            run_options=opts,
             running=lambda: bool(self._t_start),
-            on_loop=self._take_loop_options,
         )
         #: One frozen reading of every counter, from each figure's owner (once a frame).
-        self.reader = CounterReader(
-            self.workers, self.supervisor, self.screen, self.controls, self.shots, self.keepsake
-        )
+        self.reader = CounterReader(self.parts, self.supervisor, self.reload)
         self._t_start = 0.0
         self._t_start_unix = 0.0
         self.exit_code = 0
-        #: The render loop (its schedule and pacing; reads LoopOptions, never the config).
-        self.loop = RenderLoop(
-            self,
-            FrameParts(
-                self.workers,
-                self.screen,
-                self.display,
-                self.session,
-                self.keepsake,
-                self.shots,
-                self.controls,
-                self.stop,
-            ),
-            LoopOptions.of(cfg, opts),
-            clock=clock,
-            sleep=sleep,
-        )
         self._stats_file = StatsFile(opts.stats_json) if opts.stats_json is not None else None
         self._active_notifier: SdNotifier | None = None  # while run() runs
 
@@ -231,15 +222,6 @@ class KioskApp:
         """Seconds processing has been unhealthy (0: healthy); a hung thread is replaced."""
         return self.workers.check_inference(now)
 
-    # The supervisor's meters, under the names the kiosk always had.
-    @property
-    def abandoned_threads(self) -> int:
-        return self.supervisor.abandoned_threads
-
-    @property
-    def thread_restarts(self) -> int:
-        return self.supervisor.thread_restarts
-
     def supervise(self) -> None:
         """Replace a stuck capture thread, restart a dead worker (once a second)."""
         self.workers.check_workers(self._clock())
@@ -251,14 +233,7 @@ class KioskApp:
         ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096 samples each),
         for frames that show no debug overlay and write no stats."""
         return self.reader.read(
-            self._clock() if now is None else now,
-            detailed,
-            cfg=self.cfg,
-            faces=self.library.snapshot,
-            attract=self.attract,
-            t_start=self._t_start,
-            started_unix=self._t_start_unix,
-            stopping=self.stop.is_set(),
+            self._clock() if now is None else now, detailed, self._t_start, self._t_start_unix
         )
 
     # -- overlay ---------------------------------------------------------------------------
@@ -288,19 +263,7 @@ class KioskApp:
         """Between frames: a config reload (:meth:`ConfigReload.poll`), then a display reopen
         asked for (``display`` window settings changed) or due (a retry), with its gamepads."""
         self.reload.poll()
-        if self.display.changed:  # a failed reopen keeps the previous settings (else offscreen)
-            self.display.request_reopen(self.cfg.display)
-        if self.display.reopen_due():
-            self.session.gamepad = self.reload.new_gamepad()
-            self.reload.problem = self.display.staff_line(self.reload.problem)
-
-    @property
-    def loop_options(self) -> LoopOptions:
-        return self.loop.options
-
-    def _take_loop_options(self, cfg: KioskConfig) -> None:
-        """The render loop's options from ``cfg`` (:data:`Part.LOOP`)."""
-        self.loop.options = LoopOptions.of(cfg, self.opts)
+        self.reload.apply_window()
 
     def apply_config(self, new: KioskConfig) -> frozenset[Part]:
         """Apply a validated config to the running kiosk (:meth:`ConfigReload.apply`)."""
@@ -312,10 +275,6 @@ class KioskApp:
         self.controls.snapshot_requested = False
         snap = self.cfg.snapshots
         self.shots.take_snapshot(surface, self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files)
-
-    @property
-    def snapshots_written(self) -> int:
-        return self.shots.snapshots_written
 
     def staff_problem(self) -> str:
         """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
@@ -331,11 +290,6 @@ class KioskApp:
     def render_rate(self) -> RateMeter:
         """Rendered frames (the render loop's meter)."""
         return self.screen.render_rate
-
-    @property
-    def keepsake_flow(self) -> KeepsakeFlow | None:
-        """The keepsakes' on-screen flow while their service runs (benchmarks drive it)."""
-        return self.keepsake.flow
 
     # -- the render loop ---------------------------------------------------------------------
     def _start_workers(self) -> None:

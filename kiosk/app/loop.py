@@ -16,7 +16,6 @@ booth's and the keepsakes' timers), so tests drive it with a fake clock.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,15 +23,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kiosk.app.counters import Counters
-from kiosk.app.display import Display
-from kiosk.app.keepsake_host import KeepsakeHost
-from kiosk.app.screen import Screen
-from kiosk.app.shots import Shots
-from kiosk.app.wiring import Workers
+from kiosk.app.parts import FrameParts
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
-from kiosk.booth.controls import ControlState
-from kiosk.booth.session import BoothSession
 from kiosk.config.schema import KioskConfig
 
 log = logging.getLogger(__name__)
@@ -120,20 +113,6 @@ class LoopHost(Protocol):
     def write_stats(self, counters: Counters | None = None) -> None: ...
     def check_pipeline(self, now: float) -> float: ...  # seconds processing has been unhealthy
     def supervise(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class FrameParts:
-    """What a frame is made of (each its own state's owner)."""
-
-    workers: Workers
-    screen: Screen
-    display: Display
-    session: BoothSession
-    keepsake: KeepsakeHost
-    shots: Shots
-    controls: ControlState
-    stop: threading.Event
 
 
 class RenderLoop:

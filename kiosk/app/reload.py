@@ -4,7 +4,7 @@
 :class:`ConfigReload` applies it: it polls the :class:`~kiosk.app.config_watch.ConfigWatcher`, keeps
 the staff line of a change it ignored or could not apply, and rebuilds exactly the parts the plan
 names, each through its owner (the booth session's bindings and library, the staff toggles, the
-wiring's capture switch and stage rebuild, the display's reopen flag, the render loop's options).
+wiring's capture switch and stage rebuild, the display's reopen, the render loop's options).
 
 It owns the config in force (:attr:`ConfigReload.cfg`) and the parts that are nothing but that
 config applied: the face library, the Prometheus textfile writer and the gamepads.
@@ -18,14 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from kiosk.app.config_watch import ConfigWatcher, ReloadEvent
-from kiosk.app.display import Display
-from kiosk.app.keepsake_host import KeepsakeHost
+from kiosk.app.loop import LoopOptions, RenderLoop, RunOptions
+from kiosk.app.parts import FrameParts
 from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
-from kiosk.app.wiring import Workers, default_processor_factory, default_source_factory, live_options
+from kiosk.app.wiring import default_processor_factory, default_source_factory, live_options
 from kiosk.appliance.monitoring import TextfileMonitor
-from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
+from kiosk.booth.controls import GamepadInput, GlfwGamepadProvider, KeyboardInput
 from kiosk.booth.faces import FaceLibrary, make_library
-from kiosk.booth.session import BoothSession
 from kiosk.config.schema import KioskConfig
 from kiosk.processing.thread import ErrorPolicy
 from kiosk.signals import SignalState
@@ -36,8 +35,7 @@ log = logging.getLogger(__name__)
 class ConfigReload:
     """See the module docstring. ``custom_source`` / ``custom_processor``: the kiosk was given its
     own source or stage factory (tests, bench), which a reload keeps; ``running()``: the render
-    loop runs (a monitor or gamepad is opened only then); ``on_loop(cfg)``: the loop's options
-    change."""
+    loop runs (a monitor or gamepad is opened only then)."""
 
     def __init__(
         self,
@@ -47,15 +45,12 @@ class ConfigReload:
         signals: SignalState,
         *,
         headless: bool,
-        session: BoothSession,
-        controls: ControlState,
-        workers: Workers,
-        keepsake: KeepsakeHost,
-        display: Display,
+        parts: FrameParts,
         custom_source: bool,
         custom_processor: bool,
+        loop: RenderLoop,
+        run_options: RunOptions,
         running: Callable[[], bool],
-        on_loop: Callable[[KioskConfig], None],
     ) -> None:
         self.cfg = cfg
         #: The face library (refreshed by the inference thread; read it through ``.snapshot``),
@@ -64,15 +59,14 @@ class ConfigReload:
         self.watcher = ConfigWatcher(config_path) if config_path is not None else None
         self._signals = signals
         self._headless = headless
-        self._session = session
-        self._controls = controls
-        self._workers = workers
-        self._keepsake = keepsake
-        self._display = display
+        # what a reload rebuilds, each through its owner
+        self._session, self._controls, self._workers = parts.session, parts.controls, parts.workers
+        self._keepsake, self._display = parts.keepsake, parts.display
         self._custom_source = custom_source
         self._custom_processor = custom_processor
+        self._loop = loop
+        self._run_options = run_options
         self._running = running
-        self._on_loop = on_loop
         #: The staff line of a change ignored (invalid) or not applied; "" when none.
         self.problem = ""
         self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while the kiosk runs
@@ -140,7 +134,7 @@ class ConfigReload:
         if Part.WINDOW in plan:
             self._display.changed = True  # reopened by the render loop, on its own thread
         if Part.LOOP in plan:
-            self._on_loop(new)
+            self._loop.options = LoopOptions.of(new, self._run_options)
         if Part.MONITOR in plan:
             self.reconfigure_monitor()
         if Part.LOG_LEVEL in plan:
@@ -149,6 +143,18 @@ class ConfigReload:
             keys = [k for k in changed if Part.RESTART in RELOAD_TABLE[k]]
             log.warning("%s: applies at the next start of the kiosk", ", ".join(keys))
         return plan
+
+    def apply_window(self) -> None:
+        """The window part of a reload, on the render loop's thread between frames: ask for a new
+        surface and renderer when ``display`` window settings changed (a failed reopen keeps the
+        previous settings, else goes offscreen, and retries), reopen when that or a retry is due,
+        with the gamepads; the reopener's staff line while a retry waits."""
+        display = self._display
+        if display.changed:
+            display.request_reopen(self.cfg.display)
+        if display.reopen_due():
+            self._session.gamepad = self.new_gamepad()
+            self.problem = display.staff_line(self.problem)
 
     def _switch_capture(self) -> None:
         """Switch capture to the current source and display mode: the capture thread takes the
