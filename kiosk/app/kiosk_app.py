@@ -1,18 +1,22 @@
-"""Wiring: builds every stage and buffer, runs the render loop on the main thread, owns stop.
+"""The running kiosk: :class:`KioskApp` owns its collaborators, starts and stops them, and keeps the
+API the CLI, bench and tests use.
 
     capture thread ──TripleBuffer[CapturedFrame]──► inference thread ──TripleBuffer[SwapResult]──► render loop
 
-The render loop never waits for inference: each iteration takes the newest processed frame
-if there is one, redraws at the display rate, and shows why when frames stop coming.
+Each concern is its own module of :mod:`kiosk.app`, owning its state:
 
-``display.mode: live`` adds two small channels (:mod:`kiosk.capture.live`): the inference thread hands
-each result's crops to the capture thread (TripleBuffer[AnchorSlot]), whose keypoint tracker
-carries them onto every new camera frame, published to the render loop (TripleBuffer[LiveFrame]).
-The picture then is the newest camera frame; processed results only supply notices and counters.
+- :mod:`~kiosk.app.wiring`: every buffer and worker thread, built by one function (also for each
+  replacement and a reload's source switch), watched by :mod:`~kiosk.app.supervisor`;
+- :mod:`~kiosk.app.loop`: the render loop (schedule, pacing, reports due; reads no config);
+- :mod:`~kiosk.app.reload`: the config in force and its live reload (:mod:`~kiosk.app.reload_table`);
+- :mod:`~kiosk.app.screen`: the picture on screen and the render meters;
+  :mod:`~kiosk.app.counters`: the one snapshot per frame and everything derived from it;
+- :mod:`~kiosk.app.display`, :mod:`~kiosk.app.shots`, :mod:`~kiosk.app.keepsake_host`: the window,
+  snapshots and screenshots, keepsakes.
 
 What staff and visitors do with the booth (input, quit policy, attract mode, selection, thumbnails)
 is the booth session's (:mod:`kiosk.booth.session`): the loop calls it once per frame and draws the
-frozen view it returns. This module keeps the wiring, start/stop and supervision.
+frozen view it returns.
 """
 
 from __future__ import annotations
