@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kiosk.app.counters import (
     CounterReader,
@@ -69,13 +69,13 @@ from kiosk.stats import RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame
 
-if TYPE_CHECKING:
-    pass
-
 log = logging.getLogger(__name__)
 
 
 class KioskApp:
+    """The running kiosk: builds and owns the collaborators (see the module docstring), runs the
+    render loop until stopped, and shuts everything down in order."""
+
     def __init__(
         self,
         cfg: KioskConfig,
