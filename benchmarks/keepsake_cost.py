@@ -154,7 +154,7 @@ class _Keys:
         keys = list(self._surface.poll_events())
         now = time.monotonic()
         app, plan = self._app, self._plan
-        flow = app.keepsake_flow
+        flow = app.keepsake.flow
         if self._pending:
             key = self._pending.pop(0)
             if key:
@@ -175,7 +175,7 @@ class _Keys:
         return keys
 
     def _begin(self, step: int, now: float, keys: list[str]) -> None:
-        plan, flow = self._plan, self._app.keepsake_flow
+        plan, flow = self._plan, self._app.keepsake.flow
         self._step = step
         if step >= len(plan.steps):
             self._app.stop.set()

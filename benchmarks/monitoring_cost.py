@@ -39,7 +39,7 @@ def main() -> None:
     app = KioskApp(parse_config("source: {kind: synthetic}\nprocessing: {enabled: false}\n"), RunOptions())
     app.stop.set()
     for i in range(5000):
-        app.latency_ms.add(10.0 + i % 7)
+        app.screen.latency_ms.add(10.0 + i % 7)
         app.inference.process_ms.add(3.0 + i % 5)
     stats = app.stats()
     with tempfile.TemporaryDirectory() as tmp:

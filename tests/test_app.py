@@ -3,6 +3,7 @@ a raising stage is restarted, config reload applies or rejects, SIGTERM stops qu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ import pytest
 from egl_helpers import skip_module_without_egl
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
+from kiosk.app.wiring import Renew
 from kiosk.capture.sources import SourceError
 from kiosk.config import parse_config
 from kiosk.types import SwapResult
@@ -167,8 +169,8 @@ class Exploding:
 def test_repeatedly_raising_stage_is_rebuilt():
     Exploding.built = 0
     app = KioskApp(_cfg(), RunOptions(headless=True, seconds=2.5), processor_factory=Exploding)
-    app.restart_initial_s = 0.1
-    app.inference = app._new_inference()
+    app.workers.spec = dataclasses.replace(app.workers.spec, restart_initial_s=0.1)
+    app.workers.rebuild(Renew.INFERENCE, start=False)  # run() starts it
     assert app.run() == 0
     s = app.stats()
     assert s["processing"]["errors"] == 5
@@ -185,7 +187,7 @@ def test_live_reload_applies_valid_and_rejects_invalid(tmp_path):
     from kiosk.config import load_config
 
     app = KioskApp(load_config(path), RunOptions(headless=True, seconds=4.0), config_path=path)
-    app._watcher.interval_s = 0.05  # type: ignore[union-attr]
+    app.reload.watcher.interval_s = 0.05  # type: ignore[union-attr]
     results: dict[str, object] = {}
 
     def edit():
@@ -293,4 +295,4 @@ def test_overlay_says_stalled_instead_of_a_rate_while_processing_hangs():
     assert len(hung) > 30
     late = hung[len(hung) // 2 :]  # well past stall_s
     assert all("stalled" in line for line in late), late[:3]
-    assert getattr(app, "abandoned_threads", 0) >= 1
+    assert app.supervisor.abandoned_threads >= 1

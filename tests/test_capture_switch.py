@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from egl_helpers import egl_available
 
-import kiosk.app.kiosk_app
+import kiosk.app.wiring
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.capture.thread import CaptureThread, new_captured_frame
 from kiosk.config import KioskConfig, SourceConfig, parse_config
@@ -164,8 +164,8 @@ def test_supervise_restarts_a_dead_capture_thread_on_its_buffers_without_a_confl
     try:
         assert _wait(lambda: not first.is_alive())
         gen = app.capture_buf.generation
-        app._supervise()
-        assert app.capture is not first and app.thread_restarts == 1
+        app.supervise()
+        assert app.capture is not first and app.supervisor.thread_restarts == 1
         assert app.capture_buf is first.out  # a dead thread publishes nothing: same buffers
         assert _wait(lambda: app.capture_buf.generation >= gen + 3)
     finally:
@@ -182,7 +182,7 @@ def _run_with_switch(
     cv2.imwrite(str(tmp_path / "b.png"), np.full((H, W, 3), BLUE, np.uint8))
     b = BlockingSource(BLUE, fluent_s=60.0, block_s=0.0, open_s=0.3)
     monkeypatch.setattr(
-        kiosk.app.kiosk_app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
+        kiosk.app.wiring, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
     )
     cfg_a = parse_config(BASE + CFG_A, "t.yaml", base_dir=tmp_path)
     cfg_b: KioskConfig = parse_config(BASE + CFG_B, "t.yaml", base_dir=tmp_path)
@@ -190,7 +190,7 @@ def _run_with_switch(
     app = KioskApp(cfg_a, RunOptions(headless=True, seconds=seconds, screenshot=shot))
     timing: dict[str, float] = {}
     frames: list[float] = []
-    real_poll, real_overlay = app._poll_config, app.overlay_texts
+    real_poll, real_overlay = app.poll_config, app.overlay_texts
 
     def poll() -> None:
         real_poll()
@@ -207,7 +207,7 @@ def _run_with_switch(
             timing["t_new"] = now  # the new source's first frame is out
         return real_overlay(now, *counters)
 
-    app._poll_config = poll  # type: ignore[method-assign]
+    app.poll_config = poll  # type: ignore[method-assign]
     app.overlay_texts = overlay  # type: ignore[method-assign]
     assert app.run() == 0
     print(
@@ -236,7 +236,7 @@ def test_switch_from_a_slow_source_keeps_the_loop_drawing_and_the_thread(
     assert timing["apply_s"] < 0.05  # back in the render loop at once
     # It kept drawing (the bound is loose for a loaded machine: llvmpipe may stall an upload).
     assert _max_gap_after(frames, timing["t_switch"]) < 0.8
-    assert app.capture.switches == 1 and app.thread_restarts == 0  # the same thread switched
+    assert app.capture.switches == 1 and app.supervisor.thread_restarts == 0  # the same thread switched
     assert a.closed
     assert app.capture.description.startswith("blocking (200")
     centre = shot[H // 2, W // 2]
@@ -255,7 +255,7 @@ def test_switch_from_a_stuck_source_abandons_it_for_fresh_buffers(tmp_path, monk
     app, timing, frames, shot = _run_with_switch(tmp_path, monkeypatch, a, seconds=5.0)
     assert timing["apply_s"] < 0.05
     assert _max_gap_after(frames, timing["t_switch"]) < 0.8
-    assert app.thread_restarts == 1  # the stuck thread was replaced
+    assert app.supervisor.thread_restarts == 1  # the stuck thread was replaced
     assert app.inference.inp is app.capture_buf  # inference reads the fresh buffer
     assert app.capture.description.startswith("blocking (200")
     centre = shot[H // 2, W // 2]
@@ -272,7 +272,7 @@ def test_a_stuck_thread_in_live_mode_leaves_all_three_buffers_to_the_fresh_one(b
     a = BlockingSource(RED, fluent_s=0.3, block_s=2.0, open_s=0.0)
     b = BlockingSource(BLUE, fluent_s=60.0, block_s=0.0, open_s=0.0)
     monkeypatch.setattr(
-        kiosk.app.kiosk_app, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
+        kiosk.app.wiring, "make_source", lambda cfg, base: a if cfg.kind == "synthetic" else b
     )
     app = KioskApp(parse_config(live_cfg + CFG_A, "t.yaml"), RunOptions(headless=True))
     old_capture, old_live, old_anchors = app.capture, app.live_buf, app.anchor_buf
@@ -285,7 +285,7 @@ def test_a_stuck_thread_in_live_mode_leaves_all_three_buffers_to_the_fresh_one(b
         app.apply_config(parse_config(live_cfg + CFG_B, "t.yaml"))
         assert time.perf_counter() - t0 < 0.05
         time.sleep(0.4)
-        app._supervise()  # the switch has waited past switch_timeout_s
+        app.supervise()  # the switch has waited past switch_timeout_s
         assert app.capture is not old_capture and old_capture.abandoned
         assert app.live_buf is not old_live and app.anchor_buf is not old_anchors
         # the inference thread takes its new buffers itself, at its next iteration (rewire's queue)

@@ -127,8 +127,8 @@ def test_running_kiosk_survives_hostile_reloads_and_applies_the_next_good_file(t
     path = tmp_path / "k.yaml"
     path.write_text(small)
     app = KioskApp(load_config(path), RunOptions(headless=True, seconds=120), config_path=path)
-    assert app._watcher is not None
-    app._watcher.interval_s, app._watcher.settle_s = 0.05, 0.05
+    assert app.reload.watcher is not None
+    app.reload.watcher.interval_s, app.reload.watcher.settle_s = 0.05, 0.05
     seen: dict[str, object] = {}
 
     def edit() -> None:
@@ -140,12 +140,12 @@ def test_running_kiosk_survives_hostile_reloads_and_applies_the_next_good_file(t
                 os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + bump * 1_000_000_000))
                 frames = app.render_rate.count
                 deadline = time.monotonic() + 10
-                while time.monotonic() < deadline and "config change ignored" not in app._config_problem:
+                while time.monotonic() < deadline and "config change ignored" not in app.reload.problem:
                     time.sleep(0.02)
                 notice = app.overlay_texts(time.perf_counter())["notice"]
                 time.sleep(0.2)
                 seen[name] = (notice, app.render_rate.count > frames, app.cfg.display.width)
-                app._config_problem = ""
+                app.reload.problem = ""
             path.write_text(
                 small.replace("width: 160, height: 120, max_fps", "width: 200, height: 120, max_fps")
             )

@@ -68,8 +68,8 @@ def test_processed_frames_and_times_keep_counting_across_an_abandoned_thread() -
         app.inference.heartbeat.bounds = Bounds(stall_s=0.5)
         app.inference.heartbeat.begin_frame(now - 5.9)
         before = app.stats()
-        app._check_pipeline(now)  # abandons the hung thread; a fresh one takes over
-        assert app.abandoned_threads == 1
+        app.check_pipeline(now)  # abandons the hung thread; a fresh one takes over
+        assert app.supervisor.abandoned_threads == 1
         after = app.stats()
         assert after["frames"]["processed"] == before["frames"]["processed"] == 30
         assert after["latency_ms"]["process_samples"] == 30
@@ -85,7 +85,7 @@ def test_the_outputs_come_from_the_snapshot_not_the_live_threads() -> None:
     _processed_at_30_fps(app, now)
     c = app.counters(now)
     _processed_at_30_fps(app, now + 2.0, n=90)  # the threads move on after the snapshot
-    app.snapshots_written = 7
+    app.shots.snapshots_written = 7
     s = app.stats(c)
     assert s["frames"]["processed"] == 30 and s["snapshots_written"] == 0
     assert app.stats()["frames"]["processed"] == 120  # a fresh snapshot sees them
@@ -107,8 +107,8 @@ def test_a_slow_but_progressing_stage_reads_slow_not_stalled_everywhere() -> Non
     for k in range(4):
         hb.end_unit("swapper", hb.begin_unit("swapper", now=now - 4.0 + k), now=now - 3.1 + k)
     app.capture.state = "running"
-    app._t_last_result = now - 4.0  # no new frame on screen for 4 s (> STALL_S)
-    assert app._check_pipeline(now) == 0.0 and app.abandoned_threads == 0
+    app.screen.t_last_result = now - 4.0  # no new frame on screen for 4 s (> STALL_S)
+    assert app.check_pipeline(now) == 0.0 and app.supervisor.abandoned_threads == 0
     c = app.counters(now)
     assert c.processing.slow_frame_s == 5.0 and not c.processing.stalled_for_s
     texts = app.overlay_texts(now, c)

@@ -273,7 +273,7 @@ def test_kiosk_in_auto_shows_synced_when_processing_keeps_up_else_live(
         RunOptions(headless=True, seconds=5.0, stats_json=stats),
         processor_factory=lambda: Stage(stage_s),
     )
-    app.auto_mode = AutoMode(settle_s=1.0, dwell_s=2.0)
+    app.screen.auto_mode = AutoMode(settle_s=1.0, dwell_s=2.0)
     assert app.run() == 0
     s = json.loads(stats.read_text())
     assert s["display"]["mode"] == "auto" and s["display"]["active_mode"] == expect, s["fps"]

@@ -51,8 +51,8 @@ def _run(
         source_factory=source,
         config_path=cfg_path if watch_config else None,
     )
-    if app._watcher is not None:
-        app._watcher.interval_s = 0.05
+    if app.reload.watcher is not None:
+        app.reload.watcher.interval_s = 0.05
     errors: list[BaseException] = []
 
     def drive() -> None:

@@ -75,7 +75,7 @@ def test_bomb_photo_fifo_config_and_faces_folder_away_keep_the_swap_on_screen(tm
         return None
 
     def staff() -> str:
-        return " | ".join((app._staff_problem(), *app.library.snapshot.problems))
+        return " | ".join((app.staff_problem(), *app.library.snapshot.problems))
 
     def frames() -> int:
         return app.render_rate.count

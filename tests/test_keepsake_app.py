@@ -182,12 +182,12 @@ def test_the_staff_line_shows_a_keepsake_problem_unless_a_config_problem_is_show
             def staff_line(self) -> str:
                 return "print failed: lp exited 1: no such printer"
 
-        app.keepsakes = Broken()  # type: ignore[assignment]
-        assert app.session.view(0.0, app._staff_problem()).booth.warnings[0].startswith("print failed")
-        app._config_problem = "config change ignored: x"
-        assert app._staff_problem() == "config change ignored: x"
+        app.keepsake.service = Broken()  # type: ignore[assignment]
+        assert app.session.view(0.0, app.staff_problem()).booth.warnings[0].startswith("print failed")
+        app.reload.problem = "config change ignored: x"
+        assert app.staff_problem() == "config change ignored: x"
     finally:
-        app.keepsakes = None
+        app.keepsake.service = None
         app.shutdown(0.5)
 
 

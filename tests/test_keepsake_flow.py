@@ -258,7 +258,7 @@ def test_a_reloaded_config_changes_the_flow_at_once_and_keepsakes_stay_on_until_
 
     cfg = KioskConfig.model_validate({"source": {"kind": "synthetic"}, "keepsake": {"enabled": True}})
     app = KioskApp(cfg, RunOptions(headless=True), processor_factory=PassThrough)
-    app.keepsake_flow = KeepsakeFlow(FlowOptions.of(cfg.keepsake), lambda jpeg: Saved(URL, 0.0))
+    app.keepsake.flow = KeepsakeFlow(FlowOptions.of(cfg.keepsake), lambda jpeg: Saved(URL, 0.0))
     new = cfg.model_copy(
         update={
             "keepsake": cfg.keepsake.model_copy(
@@ -267,4 +267,4 @@ def test_a_reloaded_config_changes_the_flow_at_once_and_keepsakes_stay_on_until_
         }
     )
     app.apply_config(new)
-    assert app.keepsake_flow.options == FlowOptions(True, 5.0, 30.0, True, 900.0)
+    assert app.keepsake.flow.options == FlowOptions(True, 5.0, 30.0, True, 900.0)

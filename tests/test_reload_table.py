@@ -99,17 +99,17 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
     stage: list[object] = []
     app.inference.reconfigure = lambda build, *policy: stage.append(build)  # type: ignore[method-assign]
     monitor: list[bool] = []
-    real_monitor = app._reconfigure_monitor
-    app._reconfigure_monitor = lambda: (monitor.append(True), real_monitor())[1]  # type: ignore[method-assign]
-    before = (app.capture, app.library, app.loop_options, app.keyboard, app.controls.debug)
+    real_monitor = app.reload.reconfigure_monitor
+    app.reload.reconfigure_monitor = lambda: (monitor.append(True), real_monitor())[1]  # type: ignore[method-assign]
+    before = (app.capture, app.library, app.loop.options, app.keyboard, app.controls.debug)
     pending = app.capture.switch_pending
     enhance = app.controls.enhance_enabled
-    app._display_changed = False  # the render loop would have reopened the window by now
+    app.display.changed = False  # the render loop would have reopened the window by now
     root = logging.getLogger()
     level = root.level
     caplog.clear()
     try:
-        with caplog.at_level(logging.INFO, logger="kiosk.app.kiosk_app"):
+        with caplog.at_level(logging.INFO, logger="kiosk.app.reload"):
             root.setLevel(logging.WARNING)  # a level the config's INFO/DEBUG/ERROR differ from
             app.apply_config(new)
             seen_level = root.level
@@ -122,9 +122,9 @@ def _observe(app: KioskApp, new: KioskConfig, caplog: pytest.LogCaptureFixture) 
         parts.add(Part.LIBRARY)
     if stage:
         parts.add(Part.STAGE)
-    if app._display_changed:
+    if app.display.changed:
         parts.add(Part.WINDOW)
-    if app.loop_options is not before[2]:
+    if app.loop.options is not before[2]:
         parts.add(Part.LOOP)
     if app.keyboard is not before[3]:
         parts.add(Part.INPUT)
@@ -181,7 +181,7 @@ def test_display_composite_rebuilds_the_stage_with_the_new_composite_and_keeps_t
     assert len(builds) == 1
     builds[0]()  # what the loader thread runs
     assert built == ["cpu"]
-    assert not app._display_changed
+    assert not app.display.changed
     live = app.cfg.model_copy(update={"display": app.cfg.display.model_copy(update={"mode": "live"})})
     app.apply_config(live)
     builds[-1]()

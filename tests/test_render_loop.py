@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
+from kiosk.app.loop import RenderLoop
 from kiosk.config import KioskConfig
 
 
@@ -112,14 +113,14 @@ def _app(
     surface = FakeSurface(clock, on_frame)
     opened: list[float] = []
 
-    def open_display() -> tuple[Any, Any]:
+    def open_display(_display: Any) -> tuple[Any, Any]:
         opened.append(clock())
         return surface, FakeRenderer()
 
-    app._open_display = open_display  # type: ignore[method-assign]
+    app.display.open_display = open_display  # type: ignore[method-assign]
     app._start_workers = lambda: None  # type: ignore[method-assign]
     supervised: list[float] = []
-    app._supervise = lambda: supervised.append(clock())  # type: ignore[method-assign]
+    app.supervise = lambda: supervised.append(clock())  # type: ignore[method-assign]
     app.supervised = supervised  # type: ignore[attr-defined]
     app.opened = opened  # type: ignore[attr-defined]
     return app, clock, surface, notifier, supervised
@@ -177,7 +178,7 @@ def test_watchdog_is_fed_only_while_healthy_and_the_run_exits_3_after_recovery_s
         processing={"stall_s": 0.5, "recovery_s": 2.0},
     )
     t_hang = 1001.0
-    app._check_pipeline = lambda now: max(0.0, now - t_hang)  # type: ignore[method-assign]
+    app.check_pipeline = lambda now: max(0.0, now - t_hang)  # type: ignore[method-assign]
     assert app.run() == 3
     assert notifier.watchdogs and max(notifier.watchdogs) <= t_hang + 0.5 + 1e-9
     assert min(t for t in surface.frames if t > t_hang + 0.5) not in notifier.watchdogs
@@ -209,9 +210,9 @@ def test_one_snapshot_per_frame_feeds_overlay_status_and_stats(tmp_path: Path) -
 
 
 def test_the_loop_body_reads_no_config() -> None:
-    for name in ("_frame", "_after_frame", "_pace", "_draw"):
-        src = inspect.getsource(getattr(KioskApp, name))
-        assert "cfg" not in src, f"KioskApp.{name} reads the config; use loop_options"
+    for name in ("_frame", "_after_frame", "_pace", "_draw", "_reports_due", "draw_final_screenshot"):
+        src = inspect.getsource(getattr(RenderLoop, name))
+        assert "cfg" not in src, f"RenderLoop.{name} reads the config; use its LoopOptions"
 
 
 def test_percentiles_are_taken_only_for_frames_that_report_them(tmp_path: Path) -> None:
@@ -224,7 +225,7 @@ def test_percentiles_are_taken_only_for_frames_that_report_them(tmp_path: Path) 
     taken: list[Any] = []
     real_counters = app.counters
     app.counters = lambda now=None, detailed=True: (taken.append(real_counters(now, detailed)), taken[-1])[1]  # type: ignore[method-assign]
-    app.latency_ms.add(12.0)
+    app.screen.latency_ms.add(12.0)
     assert app.run() == 0
     detailed = [round(c.t - 1000.0, 3) for c in taken[: len(surface.frames)] if c.detailed]
     assert detailed == [1.0, 2.0, 3.0]  # stats due at 1, 2 and 3 s (the run ends at 3 s)

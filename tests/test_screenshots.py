@@ -73,7 +73,7 @@ def test_the_render_loop_keeps_drawing_while_a_screenshot_is_encoded(
     assert slow.drawn_during_first >= slow.frames
     # a read-back about every 0.2 s of (fake) time at 20 fps (4-5 frames), plus the final one at exit
     assert 120 // 5 + 1 <= len(reads) <= 120 // 4 + 1
-    writer = app._shots
+    writer = app.shots.writer
     assert writer is not None and writer.idle
     assert writer.screenshots_replaced >= 1  # frames handed over during the slow encode: newest won
     assert writer.screenshots_written + writer.screenshots_replaced == len(reads)
@@ -142,12 +142,12 @@ def test_snapshots_are_written_by_the_writer_none_dropped(tmp_path: Path) -> Non
             app.controls.snapshot_requested = True
 
     app, _, surface, _, _ = _app(RunOptions(headless=True, frames=20), on_frame=on_frame)
-    app.cfg = app.cfg.model_copy(
+    app.reload.cfg = app.cfg.model_copy(
         update={"snapshots": app.cfg.snapshots.model_copy(update={"enabled": True, "dir": str(tmp_path)})}
     )
     surface.read_rgb = lambda: _frame(200)  # type: ignore[method-assign]
     assert app.run() == 0
-    assert app.snapshots_written == 3  # counted once written; all written before run returned
+    assert app.shots.snapshots_written == 3  # counted once written; all written before run returned
     files = sorted(tmp_path.glob("snapshot-*.jpg"))
     assert 1 <= len(files) <= 3  # named by the millisecond: two in the same one share a name
     assert cv2.imread(str(files[0])) is not None

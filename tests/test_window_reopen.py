@@ -162,7 +162,7 @@ def _run_with_display_change(
     notices: list[str] = []
     frames: list[float] = []
     fired: list[bool] = []
-    real_poll, real_overlay = app._poll_config, app.overlay_texts
+    real_poll, real_overlay = app.poll_config, app.overlay_texts
 
     def poll() -> None:
         real_poll()
@@ -178,7 +178,7 @@ def _run_with_display_change(
         notices.append(texts["notice"])
         return texts
 
-    app._poll_config = poll  # type: ignore[method-assign]
+    app.poll_config = poll  # type: ignore[method-assign]
     app.overlay_texts = overlay  # type: ignore[method-assign]
     assert app.run() == 0
     return notices, frames
@@ -290,7 +290,7 @@ def test_a_good_reload_during_the_back_off_keeps_the_display_problem_on_screen(
     steps = [(0.5, wide), (1.0, wide + "ui: {banner: 'Smile!'}\n")]
     app = KioskApp(parse_config(SMALL, str(path)), RunOptions(headless=True, seconds=4.0), config_path=path)
     notices: list[tuple[float, str]] = []
-    real_poll, real_overlay = app._poll_config, app.overlay_texts
+    real_poll, real_overlay = app.poll_config, app.overlay_texts
 
     def poll() -> None:
         if steps and app._t_start and time.perf_counter() - app._t_start > steps[0][0]:
@@ -303,7 +303,7 @@ def test_a_good_reload_during_the_back_off_keeps_the_display_problem_on_screen(
         notices.append((time.perf_counter() - app._t_start, texts["notice"]))
         return texts
 
-    app._poll_config = poll  # type: ignore[method-assign]
+    app.poll_config = poll  # type: ignore[method-assign]
     app.overlay_texts = overlay  # type: ignore[method-assign]
     assert app.run() == 0
     assert attempts == [400, 400] and app.cfg.ui.banner == "Smile!"

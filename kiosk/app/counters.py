@@ -1,7 +1,7 @@
 """One frozen snapshot of the kiosk's counters, taken once per rendered frame.
 
-The render loop reads the worker threads' meters once (:meth:`kiosk.app.kiosk_app.KioskApp.counters`) and
-every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
+The render loop reads the worker threads' meters once (:meth:`CounterReader.read`, from each figure's
+owner: the wiring's threads and buffers, the supervisor, the screen, the booth) and every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
 the monitoring textfile (:func:`stats_dict`), the debug overlay (:func:`debug_lines`) and systemd's
 ``STATUS=`` (:func:`status_line`). So the four never disagree about one moment, and a rate is
 computed in one place: a processing thread that is hung, abandoned or dead reports 0 frames per
@@ -10,8 +10,21 @@ second and "stalled", never the rate it had before it stopped.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from kiosk.app.parts import FrameParts
+    from kiosk.app.supervisor import Supervisor
+    from kiosk.booth.faces import FaceLibrary
+    from kiosk.config.schema import KioskConfig
+    from kiosk.stats import LatencyRecorder
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,131 @@ class Counters:
     snapshots_written: int
     thread_restarts: int
     keepsakes: dict[str, int] | None = None  # KeepsakeService.metrics() while keepsakes are on
+
+
+class ConfigInForce(Protocol):
+    """The config and face library in force (:class:`kiosk.app.reload.ConfigReload`)."""
+
+    cfg: KioskConfig
+    library: FaceLibrary
+
+
+class CounterReader:
+    """Reads one :class:`Counters` from the figures' owners (each the one writer of its figures:
+    the worker threads their meters, the supervisor the retired threads' and the health, the
+    render loop the screen's, the booth session the controls). Only the render loop reads."""
+
+    def __init__(self, parts: FrameParts, supervisor: Supervisor, reload: ConfigInForce) -> None:
+        self._parts = parts
+        self._supervisor = supervisor
+        self._reload = reload  # the config in force and the face library
+
+    def read(self, now: float, detailed: bool, t_start: float, started_unix: float) -> Counters:
+        """Every counter at ``now`` (the loop's clock); ``t_start``: when the run began (0: not
+        running). ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096
+        samples each)."""
+
+        def pct(rec: LatencyRecorder, q: float) -> float | None:
+            return rec.percentile(q) if detailed else None
+
+        p = self._parts
+        wired, screen, controls = p.workers.now, p.screen, p.controls
+        retired, cfg, faces = self._supervisor.retired, self._reload.cfg, self._reload.library.snapshot
+        cap, inf = wired.capture, wired.inference
+        provider, gpu_requested, gpu_fallback = inf.provider_info()
+        health = self._supervisor.health(now, inf)
+        stalled_for_s = health.stalled_for_s
+        dead = bool(t_start) and not inf.is_alive() and not p.stop.is_set()
+        # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
+        stopped = bool(stalled_for_s) or (bool(t_start) and not inf.is_alive())
+        live = (
+            wired.live_feed.figures if wired.live_feed is not None else None
+        )  # the capture thread's snapshot
+        selected = controls.selected_index(faces.keys)
+        return Counters(
+            t=now,
+            detailed=detailed,
+            duration_s=now - t_start if t_start else 0.0,
+            started_unix=started_unix,
+            capture=CaptureCounters(
+                description=cap.description,
+                kind=cfg.source.kind,
+                state=cap.state,
+                last_error=cap.last_error,
+                reconnects=cap.reconnects,
+                frames=cap.rate.count,
+                mean_fps=cap.rate.mean_fps,
+                fps_now=cap.rate.fps_at(now) if cap.is_alive() else 0.0,
+                live_errors=cap.live_errors,
+            ),
+            processing=ProcessingCounters(
+                stage=inf.processor_name,
+                frames=retired.processed + inf.rate.count,
+                mean_fps=inf.rate.mean_fps,
+                fps_now=0.0 if stopped else inf.rate.fps_at(now),
+                swap_fps=inf.swap_rate.mean_fps,
+                swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
+                stalled_for_s=stalled_for_s,
+                # A slow stage that keeps progressing is slow, not stalled, between its frames.
+                no_result_s=0.0 if health.slow_frame_s else screen.stalled_s(now, cap.state),
+                slow_frame_s=health.slow_frame_s,
+                dead=dead,
+                unrecovered_s=health.unrecovered_s,
+                process_p50=pct(inf.process_ms, 50),
+                process_p95=pct(inf.process_ms, 95),
+                process_sum=retired.process_sum + inf.process_ms.total,
+                process_samples=retired.process_samples + inf.process_ms.count,
+                errors=retired.errors + inf.errors,  # failed calls, over every inference thread
+                restarts=retired.restarts + inf.restarts,  # stage rebuilds, over every thread
+                build_failures=inf.build_failures,
+                abandoned_threads=self._supervisor.abandoned_threads,
+                last_error=inf.last_error,
+                problem=inf.problem,
+                notice=screen.last_notice,
+                provider=provider,
+                gpu_requested=gpu_requested,
+                gpu_fallback=gpu_fallback,
+            ),
+            render=RenderCounters(
+                frames=screen.render_rate.count,
+                mean_fps=screen.render_rate.mean_fps,
+                fps_now=screen.render_rate.fps_at(now),
+                new_pictures=screen.latency_ms.count,
+                with_faces=screen.frames_with_faces,
+                results=screen.results_shown,
+                results_swapping=screen.results_swapping,
+                results_with_faces=screen.results_with_faces,
+                latency_p50=pct(screen.latency_ms, 50),
+                latency_p95=pct(screen.latency_ms, 95),
+                latency_sum=screen.latency_ms.total,
+                face_age_p50=pct(screen.face_age_ms, 50),
+                face_age_p95=pct(screen.face_age_ms, 95),
+            ),
+            dropped_capture_to_processing=wired.capture_buf.dropped,
+            dropped_processing_to_display=wired.result_buf.dropped,
+            dropped_capture_to_display_live=wired.live_buf.dropped,
+            display_mode=cfg.display.mode,
+            active_mode=screen.auto_mode.mode if cfg.display.mode == "auto" else cfg.display.mode,
+            mode_switches=screen.auto_mode.switches,
+            screen=screen.screen_share.as_dict(),
+            live=live.stats if live is not None else None,
+            carry_err_p95=live.carry_err_p95 if live is not None and detailed else None,
+            stale_err_p95=live.stale_err_p95 if live is not None and detailed else None,
+            real_face_drops=live.real_face_drops if live is not None else 0,
+            faces=tuple(e.name for e in faces.entries),
+            face_problems=tuple(faces.problems),
+            selected_face=faces.entries[selected].name if selected is not None else "",
+            selected_index=selected or 0,
+            actions_applied=controls.actions_applied,
+            last_action=controls.last_action,
+            swap_enabled=controls.swap_enabled,
+            enhance_enabled=controls.enhance_enabled,
+            debug=controls.debug,
+            attract=p.session.attract,
+            snapshots_written=p.shots.snapshots_written,
+            thread_restarts=self._supervisor.thread_restarts,
+            keepsakes=p.keepsake.metrics() if detailed else None,
+        )
 
 
 def _ms(v: float | None) -> float | None:
@@ -313,3 +451,52 @@ def status_line(c: Counters) -> str:
         f"{cap.description or cap.kind} {cap.state}, render {c.render.fps_now:.0f} fps, "
         f"process {process}, {proc.stage}, {len(c.faces)} faces"
     )
+
+
+def overlay_texts(c: Counters, config_problem: str, status_line: bool) -> dict[str, Any]:
+    """The overlay's texts from the frame's snapshot ``c``: the source's trouble, the notice (a
+    config problem first, else the stage's; "stalled" or "slow" when processing is), the status
+    line (``overlay.status_line``) and the debug lines."""
+    cap = c.capture
+    message = ""
+    if cap.state == "reconnecting" or (cap.state == "starting" and c.duration_s > 1.0):
+        what = "Camera" if cap.kind == "camera" else "Video source"
+        message = f"{what} unavailable — reconnecting…"
+        if cap.last_error:
+            message += f"\n{cap.last_error}"
+    notice = config_problem or c.processing.notice
+    if c.processing.no_result_s:
+        shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
+        notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
+    elif c.processing.slow_frame_s:
+        slow = f"processing slow ({slow_text(c.processing.slow_frame_s)} a frame)"
+        notice = f"{notice} · {slow}" if notice else slow
+    status = f"{cap.description or cap.kind} · {c.processing.stage}"
+    return {
+        "status": status if status_line else "",
+        "message": message,
+        "notice": notice,
+        "debug_lines": debug_lines(c) if c.debug else [],
+    }
+
+
+class StatsFile:
+    """The ``--stats-json`` file, replaced whole (a reader never sees half a document). A failed
+    write never stops the booth: it is said once in the log."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._failed = False
+
+    def write(self, doc: dict[str, Any]) -> None:
+        path = self.path
+        tmp = path.with_name(path.name + ".tmp")
+        try:
+            tmp.write_text(json.dumps(doc, indent=2) + "\n")
+            tmp.replace(path)
+        except OSError as exc:  # a stats file must never stop the booth: say so once
+            if not self._failed:
+                log.error("--stats-json not written (%s): %s", path, exc.strerror or exc)
+            self._failed = True
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)

@@ -1,159 +1,81 @@
-"""Wiring: builds every stage and buffer, runs the render loop on the main thread, owns stop.
+"""The running kiosk: :class:`KioskApp` owns its collaborators, starts and stops them, and keeps the
+API the CLI, bench and tests use.
 
     capture thread ──TripleBuffer[CapturedFrame]──► inference thread ──TripleBuffer[SwapResult]──► render loop
 
-The render loop never waits for inference: each iteration takes the newest processed frame
-if there is one, redraws at the display rate, and shows why when frames stop coming.
+Each concern is its own module of :mod:`kiosk.app`, owning its state:
 
-``display.mode: live`` adds two small channels (:mod:`kiosk.capture.live`): the inference thread hands
-each result's crops to the capture thread (TripleBuffer[AnchorSlot]), whose keypoint tracker
-carries them onto every new camera frame, published to the render loop (TripleBuffer[LiveFrame]).
-The picture then is the newest camera frame; processed results only supply notices and counters.
+- :mod:`~kiosk.app.wiring`: every buffer and worker thread, built by one function (also for each
+  replacement and a reload's source switch), watched by :mod:`~kiosk.app.supervisor`;
+- :mod:`~kiosk.app.loop`: the render loop (schedule, pacing, reports due; reads no config);
+- :mod:`~kiosk.app.reload`: the config in force and its live reload (:mod:`~kiosk.app.reload_table`);
+- :mod:`~kiosk.app.screen`: the picture on screen and the render meters;
+  :mod:`~kiosk.app.counters`: the one snapshot per frame and everything derived from it;
+- :mod:`~kiosk.app.display`, :mod:`~kiosk.app.shots`, :mod:`~kiosk.app.keepsake_host`: the window,
+  snapshots and screenshots, keepsakes.
 
 What staff and visitors do with the booth (input, quit policy, attract mode, selection, thumbnails)
 is the booth session's (:mod:`kiosk.booth.session`): the loop calls it once per frame and draws the
-frozen view it returns. This module keeps the wiring, start/stop and supervision.
+frozen view it returns.
 """
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import json
 import logging
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kiosk.app.config_watch import ConfigWatcher, ReloadEvent
 from kiosk.app.counters import (
-    CaptureCounters,
+    CounterReader,
     Counters,
-    ProcessingCounters,
-    RenderCounters,
-    debug_lines,
-    slow_text,
+    StatsFile,
+    overlay_texts,
     stats_dict,
     status_line,
 )
-from kiosk.app.display_mode import AutoMode, ScreenShare
-from kiosk.app.reload_table import RELOAD_TABLE, Part, changed_keys, plan_reload
+from kiosk.app.display import Display
+from kiosk.app.keepsake_host import KeepsakeHost
+from kiosk.app.loop import LoopOptions, RenderLoop, RunOptions
+from kiosk.app.parts import FrameParts
+from kiosk.app.reload import ConfigReload
+from kiosk.app.reload_table import Part
+from kiosk.app.screen import Screen
+from kiosk.app.shots import Shots
 from kiosk.app.supervisor import Supervisor
+from kiosk.app.wiring import (
+    WiringSpec,
+    Workers,
+    default_processor_factory,
+    default_source_factory,
+    live_options,
+)
 from kiosk.appliance.exit import EXIT_DISPLAY_LOST, other_threads
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
-from kiosk.booth.controls import ControlState, GamepadInput, GlfwGamepadProvider, KeyboardInput
-from kiosk.booth.faces import FaceLibrary, LibrarySnapshot, make_library
+from kiosk.booth.controls import ControlState, GamepadInput, KeyboardInput
+from kiosk.booth.faces import FaceLibrary, make_library
 from kiosk.booth.session import BoothSession
-from kiosk.booth.snapshots import SnapshotKeeper
-from kiosk.capture.live import AnchorSlot, LiveFrame, LiveOptions, new_live_frame
+from kiosk.capture.live import AnchorSlot, LiveFrame
 from kiosk.capture.live_feed import LiveFeed
-from kiosk.capture.sources import Source, make_source
-from kiosk.capture.thread import CaptureThread, new_captured_frame
+from kiosk.capture.sources import Source
+from kiosk.capture.thread import CaptureThread
 from kiosk.config import KioskConfig
-from kiosk.processing.stage import PassThrough, Processor
-from kiosk.processing.thread import ErrorPolicy, InferenceThread, new_swap_result
+from kiosk.processing.stage import Processor
+from kiosk.processing.thread import ErrorPolicy, InferenceThread
 from kiosk.signals import SignalState
-from kiosk.stats import LatencyRecorder, RateMeter
+from kiosk.stats import RateMeter
 from kiosk.sync import TripleBuffer
-from kiosk.types import CapturedFrame, SwapResult
-
-if TYPE_CHECKING:
-    from kiosk.keepsake.flow import KeepsakeFlow, Saved
-    from kiosk.keepsake.service import KeepsakeService
-    from kiosk.keepsake.still import Picture
-    from kiosk.render.shots import ShotWriter
+from kiosk.types import CapturedFrame
 
 log = logging.getLogger(__name__)
 
-#: No processed frame for this long while capture runs → say so on screen.
-STALL_S = 3.0
-
-
-@dataclass
-class RunOptions:
-    headless: bool = False
-    frames: int = 0  # exit after this many rendered frames (0: run until stopped)
-    seconds: float = 0.0  # exit after this long (0: run until stopped)
-    screenshot: Path | None = None
-    stats_json: Path | None = None
-    stats_interval_s: float = 0.0  # also rewrite stats_json this often while running
-    screenshot_every_s: float = 0.0  # also rewrite screenshot this often while running
-
-
-@dataclass(frozen=True)
-class LoopOptions:
-    """What the render loop needs of the config and the run options, taken when config is
-    (re)applied (:data:`kiosk.app.reload_table.Part.LOOP`): the loop body itself reads no config."""
-
-    period_s: float = 0.0  # 1 / display.max_fps; 0: not paced
-    live: bool = False  # display.mode: live (the picture is the newest camera frame)
-    auto: bool = False  # display.mode: auto (synced while processing keeps up, else live)
-    stall_s: float = 5.0  # processing.stall_s: the watchdog is fed while unhealthy no longer than this
-    recovery_s: float = 30.0  # processing.recovery_s: exit 3 once unhealthy longer than this
-    frames: int = 0
-    seconds: float = 0.0
-    stats_interval_s: float = 0.0
-    screenshot_every_s: float = 0.0
-    supervise_every_s: float = 1.0  # worker threads checked (and restarted if dead) this often
-    status_every_s: float = 5.0  # systemd STATUS= this often
-
-    @classmethod
-    def of(cls, cfg: KioskConfig, opts: RunOptions) -> LoopOptions:
-        fps = cfg.display.max_fps
-        return cls(
-            period_s=1.0 / fps if fps > 0 else 0.0,
-            live=cfg.display.mode == "live",
-            auto=cfg.display.mode == "auto",
-            stall_s=cfg.processing.stall_s,
-            recovery_s=cfg.processing.recovery_s,
-            frames=opts.frames,
-            seconds=opts.seconds,
-            stats_interval_s=opts.stats_interval_s,
-            screenshot_every_s=opts.screenshot_every_s,
-        )
-
-
-@dataclass(frozen=True)
-class _Reports:
-    """The reports one frame sends."""
-
-    status: bool
-    stats: bool
-    monitor: bool
-
-
-@dataclass
-class _Schedule:
-    """The render loop's next due times (its clock)."""
-
-    tick: float = 0.0
-    stats: float = 0.0
-    shot: float = 0.0
-    supervise: float = 0.0
-    status: float = 0.0
-
-
-def default_processor_factory(
-    cfg: KioskConfig, library: FaceLibrary, controls: ControlState
-) -> Callable[[], Processor]:
-    """The face pipeline driven by the library and controls when processing is enabled, else a
-    pass-through. Models are imported and opened on the loader thread, not here."""
-
-    def build() -> Processor:
-        if not cfg.processing.enabled:
-            return PassThrough()  # without importing ONNX Runtime at all
-        from kiosk.processing.booth_stage import build_booth_processor
-
-        return build_booth_processor(cfg, library, controls)
-
-    return build
-
 
 class KioskApp:
+    """The running kiosk: builds and owns the collaborators (see the module docstring), runs the
+    render loop until stopped, and shuts everything down in order."""
+
     def __init__(
         self,
         cfg: KioskConfig,
@@ -169,103 +91,96 @@ class KioskApp:
     ) -> None:
         """``clock`` (perf_counter's timeline: the worker threads stamp frames with it) and
         ``sleep`` drive the render loop; ``notifier`` defaults to systemd's from the environment."""
-        self.cfg = cfg
         self.opts = opts
         self._clock = clock
-        self._sleep = sleep
         self._notifier = notifier
-        self.loop_options = LoopOptions.of(cfg, opts)
-        self._schedule = _Schedule()
-        self.surface: Any = None  # the window or headless surface, while run() runs
-        self.renderer: Any = None
-        self._reopener: Any = None  # kiosk.render.reopen.SurfaceReopener, while run() runs
-        self._overlay: Any = None  # the last frame's OverlayState
+        self.display = Display(opts.headless)  # the surface and renderer, while run() runs
         self.signals = signals or SignalState()
         self.stop = self.signals.stop
         self.controls = ControlState(debug=cfg.overlay.debug, enhance_enabled=cfg.processing.enhance)
-        self._library = make_library(cfg)  # refreshed by the inference thread only
+        library = make_library(cfg)  # refreshed by the inference thread only
         #: The booth session (input, quit policy, attract mode, selection, thumbnails, warnings):
         #: one call per frame gives the frozen view drawn; it also holds the keyboard and gamepad.
-        self.session = BoothSession(cfg, self._library, self.controls)
-        self.snapshots_written = 0
-        self._snapshot_keeper = SnapshotKeeper()  # snapshots a full folder did not take yet
-        #: The keepsakes' on-screen flow (:mod:`kiosk.keepsake.flow`) while their service runs.
-        self.keepsake_flow: KeepsakeFlow | None = None
-        self._keepsake_view: Any = None  # the last frame's KeepsakeView (None: idle)
-        self._shown_picture: tuple[Any, Any] | None = None  # (frame_bgr, crops) last uploaded: a keepsake's
-        self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
-        self._shots: ShotWriter | None = None  # started with the first screenshot or snapshot
-        self._custom_source = source_factory is not None
-        self._custom_processor = processor_factory is not None
-        self._watcher = ConfigWatcher(config_path) if config_path is not None else None
-        self._config_problem = ""
-        self._display_changed = False
-        self.capture_buf: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
-        self.result_buf: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
-        self.anchor_buf: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)
-        self.live_buf: TripleBuffer[LiveFrame] = TripleBuffer(new_live_frame)
-        self.live_feed: LiveFeed | None = None
-        self._source_factory = source_factory or (lambda: make_source(cfg.source, cfg.base_dir))
-        self._processor_factory = processor_factory or default_processor_factory(
-            cfg, self.library, self.controls
-        )
-        self._capture_stop = threading.Event()
-        self.capture = self._new_capture()
-        self.inference = self._new_inference()
-        self.render_rate = RateMeter()
-        #: Rendered frames whose picture carried at least one swapped face (what the visitor saw).
-        self.frames_with_faces = 0
-        #: Processing results taken for the screen, and those with at least one swapped face.
-        self.results_shown = 0
-        self.results_swapping = 0
-        self.results_with_faces = 0
-        self._faces_on_screen = False
-        self.latency_ms = LatencyRecorder()  # capture of the picture on screen → display
-        self.face_age_ms = LatencyRecorder()  # capture of the frame the swap used → display
-        #: display.mode auto: which picture is shown; the share of the screen showing the swap.
-        self.auto_mode = AutoMode()
-        self.screen_share = ScreenShare()
-        self._on_screen: tuple[int, int, tuple[str, ...]] = (0, 0, ())  # swapped, fresh, real reasons
-        self._shown_mode = ""
+        self.session = BoothSession(cfg, library, self.controls)
+        self.shots = Shots()  # snapshots and screenshots, written by their own thread
+        #: What is on screen (the picture, the mode) and the render side's meters.
+        self.screen = Screen()
+        #: Keepsakes (keepsake.enabled): the service and its on-screen flow, while run() runs.
+        self.keepsake = KeepsakeHost(self.session, lambda: self.screen.shown_picture)
         #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
         self.supervisor = Supervisor(self.stop)
-        self.monitor: TextfileMonitor | None = None  # monitoring.textfile, while run() runs
-        self.keepsakes: KeepsakeService | None = None  # keepsake.enabled, while run() runs
+        #: Every buffer and worker thread (:mod:`kiosk.app.wiring`: built once, rebuilt through it).
+        self.workers = Workers(
+            WiringSpec(
+                cfg.source,
+                source_factory or default_source_factory(cfg),
+                processor_factory or default_processor_factory(cfg, library, self.controls),
+                live_options(cfg.display),
+                ErrorPolicy.of(cfg.processing),
+                self.controls,
+                self.stop,
+            ),
+            self.supervisor,
+            lambda thread: self.library.revoke(thread),
+        )
+        self.parts = FrameParts(
+            self.workers,
+            self.screen,
+            self.display,
+            self.session,
+            self.keepsake,
+            self.shots,
+            self.controls,
+            self.stop,
+        )
+        #: The render loop (its schedule and pacing; reads LoopOptions, never the config).
+        self.loop = RenderLoop(self, self.parts, LoopOptions.of(cfg, opts), clock=clock, sleep=sleep)
+        #: The config in force and its live reload (the library, monitor and gamepads follow it).
+        self.reload = ConfigReload(
+            cfg,
+            library,
+            config_path,
+            self.signals,
+            headless=opts.headless,
+            parts=self.parts,
+            custom_source=source_factory is not None,
+            custom_processor=processor_factory is not None,
+            loop=self.loop,
+            run_options=opts,
+            running=lambda: bool(self._t_start),
+        )
+        #: One frozen reading of every counter, from each figure's owner (once a frame).
+        self.reader = CounterReader(self.parts, self.supervisor, self.reload)
         self._t_start = 0.0
         self._t_start_unix = 0.0
-        self._t_last_result = 0.0
-        self._last_notice = ""
         self.exit_code = 0
-        self._stats_write_failed = False
+        self._stats_file = StatsFile(opts.stats_json) if opts.stats_json is not None else None
         self._active_notifier: SdNotifier | None = None  # while run() runs
 
     # -- the booth session's parts -------------------------------------------------------------
     @property
+    def cfg(self) -> KioskConfig:
+        """The config in force (replaced by a live reload)."""
+        return self.reload.cfg
+
+    @property
     def library(self) -> FaceLibrary:
         """The face library (refreshed by the inference thread; read it through ``.snapshot``).
         Replaced by a live reload of ``faces``; the booth session follows."""
-        return self._library
+        return self.reload.library
 
-    @library.setter
-    def library(self, library: FaceLibrary) -> None:
-        self._library = library
-        self.session.library = library
+    @property
+    def monitor(self) -> TextfileMonitor | None:
+        """The Prometheus textfile writer (monitoring.textfile), while run() runs."""
+        return self.reload.monitor
 
     @property
     def keyboard(self) -> KeyboardInput:
         return self.session.keyboard
 
-    @keyboard.setter
-    def keyboard(self, keyboard: KeyboardInput) -> None:
-        self.session.keyboard = keyboard
-
     @property
     def gamepad(self) -> GamepadInput | None:
         return self.session.gamepad
-
-    @gamepad.setter
-    def gamepad(self, gamepad: GamepadInput | None) -> None:
-        self.session.gamepad = gamepad
 
     @property
     def attract(self) -> bool:
@@ -280,98 +195,40 @@ class KioskApp:
     def active_mode(self) -> str:
         """The mode on screen now: synced or live (``auto`` resolved)."""
         mode = self.cfg.display.mode
-        return self.auto_mode.mode if mode == "auto" else mode
+        return self.screen.auto_mode.mode if mode == "auto" else mode
 
-    def _new_live_feed(self) -> LiveFeed | None:
-        d = self.cfg.display
-        opts = LiveOptions(d.live_track_px, d.live_max_age_s)
-        return LiveFeed(self.anchor_buf, self.live_buf, opts) if self.live else None
-
-    def _new_capture(self) -> CaptureThread:
-        self._capture_stop = threading.Event()
-        self.live_feed = self._new_live_feed()
-        return CaptureThread(
-            self.cfg.source, self._source_factory, self.capture_buf, self._capture_stop, live=self.live_feed
-        )
-
-    def _replace_capture(self, stuck_s: float) -> None:
-        """A fresh capture thread for one stuck in a source call (the supervisor abandoned it), on
-        fresh buffers (capture, live, anchors), so the stuck one can never publish into what the
-        inference thread and the screen read; it exits, closing its source, if the call returns."""
-        self.capture_buf = TripleBuffer(new_captured_frame)
-        self.live_buf = TripleBuffer(new_live_frame)
-        self.anchor_buf = TripleBuffer(AnchorSlot)
-        self.inference.rewire(self.capture_buf, self.anchor_buf if self.live else None)
-        self._restart_capture_thread()
-
-    def _restart_capture_thread(self) -> None:
-        self.capture = self._new_capture()
-        self.capture.start()
-
-    #: Rebuild back-off of the inference thread (tests shorten it before ``run``).
-    restart_initial_s = 1.0
-
-    def _new_inference(self) -> InferenceThread:
-        return InferenceThread(
-            self._processor_factory,
-            self.capture_buf,
-            self.result_buf,
-            self.stop,
-            restart_initial_s=self.restart_initial_s,
-            controls=self.controls,
-            policy=ErrorPolicy.of(self.cfg.processing),
-            anchors=self.anchor_buf if self.live else None,
-        )
-
-    def _check_pipeline(self, now: float) -> float:
-        """Abandon a hung unit of stage work for a fresh inference thread (:mod:`kiosk.app.supervisor`);
-        return how long processing has been unhealthy, 0 when healthy."""
-        return self.supervisor.check_inference(
-            now, self.inference, self.controls.swap_enabled, self._replace_inference
-        )
-
-    def _replace_inference(self, old: InferenceThread) -> None:
-        """A fresh inference thread with its own output buffer for an abandoned one (the stuck one
-        can never write to the screen), or for one that died."""
-        if old.abandoned:
-            self.library.revoke(old)  # it may be inside a library refresh: never publish it
-            self.result_buf = TripleBuffer(new_swap_result)
-        self.inference = self._new_inference()
-        self.inference.start()
-
-    # The supervisor's meters, under the names the kiosk always had.
+    # The current wiring's threads and buffers (replaced by the supervisor and reloads).
     @property
-    def abandoned_threads(self) -> int:
-        return self.supervisor.abandoned_threads
+    def capture(self) -> CaptureThread:
+        return self.workers.now.capture
 
     @property
-    def thread_restarts(self) -> int:
-        return self.supervisor.thread_restarts
+    def inference(self) -> InferenceThread:
+        return self.workers.now.inference
 
     @property
-    def _t_unrecovered(self) -> float:
-        return self.supervisor.t_unrecovered
+    def capture_buf(self) -> TripleBuffer[CapturedFrame]:
+        return self.workers.now.capture_buf
 
     @property
-    def processing_errors(self) -> int:
-        """Failed processing calls since start, over every inference thread."""
-        return self.supervisor.retired.errors + self.inference.errors
+    def anchor_buf(self) -> TripleBuffer[AnchorSlot]:
+        return self.workers.now.anchor_buf
 
     @property
-    def processing_restarts(self) -> int:
-        """Stage rebuilds since start, over every inference thread."""
-        return self.supervisor.retired.restarts + self.inference.restarts
+    def live_buf(self) -> TripleBuffer[LiveFrame]:
+        return self.workers.now.live_buf
 
-    def _supervise(self) -> None:
-        """Replace a stuck capture thread, restart a dead worker (:meth:`Supervisor.check_workers`)."""
-        self.supervisor.check_workers(
-            self._clock(),
-            self.capture,
-            self.inference,
-            self._replace_capture,
-            self._restart_capture_thread,
-            self._replace_inference,
-        )
+    @property
+    def live_feed(self) -> LiveFeed | None:
+        return self.workers.now.live_feed
+
+    def check_pipeline(self, now: float) -> float:
+        """Seconds processing has been unhealthy (0: healthy); a hung thread is replaced."""
+        return self.workers.check_inference(now)
+
+    def supervise(self) -> None:
+        """Replace a stuck capture thread, restart a dead worker (once a second)."""
+        self.workers.check_workers(self._clock())
 
     # -- counters ----------------------------------------------------------------------------
     def counters(self, now: float | None = None, detailed: bool = True) -> Counters:
@@ -379,137 +236,15 @@ class KioskApp:
         loop takes one per frame; the stats JSON, monitoring, overlay and STATUS derive from it.
         ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096 samples each),
         for frames that show no debug overlay and write no stats."""
-        now = self._clock() if now is None else now
-
-        def pct(rec: LatencyRecorder, q: float) -> float | None:
-            return rec.percentile(q) if detailed else None
-
-        cap, inf = self.capture, self.inference
-        provider, gpu_requested, gpu_fallback = inf.provider_info()
-        health = self.supervisor.health(now, inf)
-        stalled_for_s = health.stalled_for_s
-        dead = bool(self._t_start) and not inf.is_alive() and not self.stop.is_set()
-        # A thread that is hung, being replaced or stopped has no rate, whatever its last window said.
-        stopped = bool(stalled_for_s) or (bool(self._t_start) and not inf.is_alive())
-        live = self.live_feed.figures if self.live_feed is not None else None  # the capture thread's snapshot
-        faces = self.library.snapshot
-        return Counters(
-            t=now,
-            detailed=detailed,
-            duration_s=now - self._t_start if self._t_start else 0.0,
-            started_unix=self._t_start_unix,
-            capture=CaptureCounters(
-                description=cap.description,
-                kind=self.cfg.source.kind,
-                state=cap.state,
-                last_error=cap.last_error,
-                reconnects=cap.reconnects,
-                frames=cap.rate.count,
-                mean_fps=cap.rate.mean_fps,
-                fps_now=cap.rate.fps_at(now) if cap.is_alive() else 0.0,
-                live_errors=cap.live_errors,
-            ),
-            processing=ProcessingCounters(
-                stage=inf.processor_name,
-                frames=self.supervisor.retired.processed + inf.rate.count,
-                mean_fps=inf.rate.mean_fps,
-                fps_now=0.0 if stopped else inf.rate.fps_at(now),
-                swap_fps=inf.swap_rate.mean_fps,
-                swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
-                stalled_for_s=stalled_for_s,
-                # A slow stage that keeps progressing is slow, not stalled, between its frames.
-                no_result_s=0.0 if health.slow_frame_s else self.processing_stalled_s(now),
-                slow_frame_s=health.slow_frame_s,
-                dead=dead,
-                unrecovered_s=health.unrecovered_s,
-                process_p50=pct(inf.process_ms, 50),
-                process_p95=pct(inf.process_ms, 95),
-                process_sum=self.supervisor.retired.process_sum + inf.process_ms.total,
-                process_samples=self.supervisor.retired.process_samples + inf.process_ms.count,
-                errors=self.processing_errors,
-                restarts=self.processing_restarts,
-                build_failures=inf.build_failures,
-                abandoned_threads=self.abandoned_threads,
-                last_error=inf.last_error,
-                problem=inf.problem,
-                notice=self._last_notice,
-                provider=provider,
-                gpu_requested=gpu_requested,
-                gpu_fallback=gpu_fallback,
-            ),
-            render=RenderCounters(
-                frames=self.render_rate.count,
-                mean_fps=self.render_rate.mean_fps,
-                fps_now=self.render_rate.fps_at(now),
-                new_pictures=self.latency_ms.count,
-                with_faces=self.frames_with_faces,
-                results=self.results_shown,
-                results_swapping=self.results_swapping,
-                results_with_faces=self.results_with_faces,
-                latency_p50=pct(self.latency_ms, 50),
-                latency_p95=pct(self.latency_ms, 95),
-                latency_sum=self.latency_ms.total,
-                face_age_p50=pct(self.face_age_ms, 50),
-                face_age_p95=pct(self.face_age_ms, 95),
-            ),
-            dropped_capture_to_processing=self.capture_buf.dropped,
-            dropped_processing_to_display=self.result_buf.dropped,
-            dropped_capture_to_display_live=self.live_buf.dropped,
-            display_mode=self.cfg.display.mode,
-            active_mode=self.active_mode(),
-            mode_switches=self.auto_mode.switches,
-            screen=self.screen_share.as_dict(),
-            live=live.stats if live is not None else None,
-            carry_err_p95=live.carry_err_p95 if live is not None and detailed else None,
-            stale_err_p95=live.stale_err_p95 if live is not None and detailed else None,
-            real_face_drops=live.real_face_drops if live is not None else 0,
-            faces=tuple(e.name for e in faces.entries),
-            face_problems=tuple(faces.problems),
-            selected_face=self.selected_face_name(faces),
-            selected_index=self.controls.selected_index(faces.keys) or 0,
-            actions_applied=self.controls.actions_applied,
-            last_action=self.controls.last_action,
-            swap_enabled=self.controls.swap_enabled,
-            enhance_enabled=self.controls.enhance_enabled,
-            debug=self.controls.debug,
-            attract=self.attract,
-            snapshots_written=self.snapshots_written,
-            thread_restarts=self.thread_restarts,
-            keepsakes=self.keepsakes.metrics() if self.keepsakes is not None and detailed else None,
+        return self.reader.read(
+            self._clock() if now is None else now, detailed, self._t_start, self._t_start_unix
         )
 
     # -- overlay ---------------------------------------------------------------------------
     def overlay_texts(self, now: float, counters: Counters | None = None) -> dict[str, Any]:
         """The overlay's texts from ``counters`` (the frame's snapshot; a fresh one if None)."""
         c = counters if counters is not None else self.counters(now)
-        cap = c.capture
-        message = ""
-        if cap.state == "reconnecting" or (cap.state == "starting" and c.duration_s > 1.0):
-            what = "Camera" if cap.kind == "camera" else "Video source"
-            message = f"{what} unavailable — reconnecting…"
-            if cap.last_error:
-                message += f"\n{cap.last_error}"
-        notice = self._config_problem or c.processing.notice
-        if c.processing.no_result_s:
-            shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
-            notice = f"processing stalled for {c.processing.no_result_s:.0f} s; showing {shown}"
-        elif c.processing.slow_frame_s:
-            slow = f"processing slow ({slow_text(c.processing.slow_frame_s)} a frame)"
-            notice = f"{notice} · {slow}" if notice else slow
-        status = f"{cap.description or cap.kind} · {c.processing.stage}"
-        return {
-            "status": status if self.cfg.overlay.status_line else "",
-            "message": message,
-            "notice": notice,
-            "debug_lines": debug_lines(c) if c.debug else [],
-        }
-
-    def processing_stalled_s(self, now: float) -> float:
-        """Seconds without a processed frame while the source runs, once over STALL_S; else 0."""
-        if self.capture.state != "running" or not self._t_last_result:
-            return 0.0
-        gap = now - self._t_last_result
-        return gap if gap > STALL_S else 0.0
+        return overlay_texts(c, self.reload.problem, self.cfg.overlay.status_line)
 
     # -- stats -----------------------------------------------------------------------------
     def stats(self, counters: Counters | None = None) -> dict[str, Any]:
@@ -517,557 +252,103 @@ class KioskApp:
         if counters is not None and not counters.detailed:
             raise ValueError("stats need a detailed counters snapshot (latency percentiles)")
         out = stats_dict(counters if counters is not None else self.counters())
-        if self.keepsake_flow is not None:  # what visitors did on screen (keepsakes: the service's)
-            out["keepsake_flow"] = self.keepsake_flow.stats()
+        flow = self.keepsake.flow_stats()
+        if flow is not None:  # what visitors did on screen (keepsakes: the service's)
+            out["keepsake_flow"] = flow
         return out
 
     def write_stats(self, counters: Counters | None = None) -> None:
-        if self.opts.stats_json is None:
-            return
-        path = self.opts.stats_json
-        tmp = path.with_name(path.name + ".tmp")
-        try:
-            tmp.write_text(json.dumps(self.stats(counters), indent=2) + "\n")
-            tmp.replace(path)
-        except OSError as exc:  # a stats file must never stop the booth: say so once
-            if not self._stats_write_failed:
-                log.error("--stats-json not written (%s): %s", path, exc.strerror or exc)
-            self._stats_write_failed = True
-            with contextlib.suppress(OSError):
-                tmp.unlink(missing_ok=True)
-
-    # -- main loop -------------------------------------------------------------------------
-    def _install_signal_handlers(self) -> None:
-        self.signals.install()
+        """Rewrite the ``--stats-json`` file (if asked for) from ``counters`` (fresh if None)."""
+        if self._stats_file is not None:
+            self._stats_file.write(self.stats(counters))
 
     # -- live reload -------------------------------------------------------------------------
-    def _poll_config(self) -> None:
-        if self.signals.reload.is_set():
-            self.signals.reload.clear()
-            if self._watcher is None:
-                log.warning("SIGHUP: no config file to reload")
-                return
-            log.info("SIGHUP: reloading %s", self._watcher.path)
-            event: ReloadEvent | None = self._watcher.reload_now()
-        elif self._watcher is None:
-            return
-        else:
-            event = self._watcher.poll()
-        if event is None:
-            return
-        if event.config is None:
-            self._config_problem = f"config change ignored: {event.problems[0]}"
-            return
-        # A good reload solves the config's problems, not a display change still waiting for its
-        # retry: that line stays until the reopen heals it.
-        self._config_problem = self._reopener.problem if self._reopener is not None else ""
-        try:
-            self.apply_config(event.config)
-        except Exception as exc:  # a reload never ends the run; the old parts keep going
-            log.exception("config change not applied")
-            self._config_problem = f"config change not applied: {type(exc).__name__}: {exc}".splitlines()[0]
+    def poll_config(self) -> None:
+        """Between frames: a config reload (:meth:`ConfigReload.poll`), then a display reopen
+        asked for (``display`` window settings changed) or due (a retry), with its gamepads."""
+        self.reload.poll()
+        self.reload.apply_window()
 
     def apply_config(self, new: KioskConfig) -> frozenset[Part]:
-        """Apply a validated config to the running kiosk: rebuild the parts that
-        :data:`kiosk.app.reload_table.RELOAD_TABLE` names for the keys that changed, nothing else; returns them."""
-        old, self.cfg = self.cfg, new
-        # The booth session reads the quit policy, snapshots.enabled and the UI texts where used
-        # (keys that rebuild nothing), so it follows every change, before the plan is looked at.
-        self.session.cfg = new
-        if self.keepsakes is not None:  # limits, page text, printing: read where used
-            self.keepsakes.apply(new.keepsake)
-        if self.keepsake_flow is not None:  # the countdown, show_s, confirm, ttl_s on screen
-            from kiosk.keepsake.flow import FlowOptions
-
-            # keepsake.enabled applies at the next start: the server runs until then
-            self.keepsake_flow.options = dataclasses.replace(FlowOptions.of(new.keepsake), enabled=True)
-        plan = plan_reload(old, new)
-        if not plan:
-            return plan
-        changed = changed_keys(old, new)
-        log.info("config change (%s): %s", ", ".join(changed), ", ".join(sorted(p.value for p in plan)))
-        if Part.INPUT in plan:
-            self.keyboard = KeyboardInput(new.controls.keyboard)
-            if self.gamepad is not None or self._t_start:
-                self.gamepad = self._new_gamepad()
-        if Part.TOGGLES in plan:  # a toggle whose config key changed takes the new value
-            if new.overlay.debug != old.overlay.debug:
-                self.controls.debug = new.overlay.debug
-            if new.processing.enhance != old.processing.enhance:
-                self.controls.enhance_enabled = new.processing.enhance
-        if Part.CAPTURE in plan:
-            self._restart_capture()
-        if Part.LIBRARY in plan:
-            self.library = make_library(new)
-        if Part.STAGE in plan and not self._custom_processor:
-            log.info("processing settings changed: rebuilding the processing stage")
-            self._processor_factory = default_processor_factory(new, self.library, self.controls)
-            self.inference.reconfigure(self._processor_factory, ErrorPolicy.of(new.processing))
-        if Part.WINDOW in plan:
-            self._display_changed = True  # reopened by the render loop, on its own thread
-        if Part.LOOP in plan:
-            self.loop_options = LoopOptions.of(new, self.opts)
-        if Part.MONITOR in plan:
-            self._reconfigure_monitor()
-        if Part.LOG_LEVEL in plan:
-            logging.getLogger().setLevel(new.logging.level)
-        if Part.RESTART in plan:
-            keys = [k for k in changed if Part.RESTART in RELOAD_TABLE[k]]
-            log.warning("%s: applies at the next start of the kiosk", ", ".join(keys))
-        return plan
-
-    def _restart_capture(self) -> None:
-        """Switch capture to the current source and display mode: the capture thread takes the
-        switch itself (this never waits; one producer per buffer, always)."""
-        new = self.cfg
-        log.info("source or live display settings changed: switching capture")
-        if not self._custom_source:
-            self._source_factory = lambda: make_source(new.source, new.base_dir)
-        self.live_feed = self._new_live_feed()
-        self.capture.switch(new.source, self._source_factory, self.live_feed)  # never waits
-        self.inference.rewire(self.capture_buf, self.anchor_buf if self.live else None)
-
-    def _reconfigure_monitor(self) -> None:
-        new_path = self.cfg.resolve(self.cfg.monitoring.textfile) if self.cfg.monitoring.textfile else None
-        if self.monitor is not None and self.monitor.path == new_path:
-            self.monitor.interval_s = self.cfg.monitoring.interval_s  # same file, new interval
-            return
-        if self.monitor is not None:
-            self.monitor.close(None, timeout_s=0.5)  # the old file goes: two files of one booth clash
-            self.monitor = None
-        if self._t_start:  # running
-            self.monitor = self._new_monitor()
-
-    def _new_monitor(self) -> TextfileMonitor | None:
-        m = self.cfg.monitoring
-        if m.textfile is None:
-            return None
-        path = self.cfg.resolve(m.textfile)
-        log.info("monitoring: Prometheus metrics in %s every %.0f s", path, m.interval_s)
-        return TextfileMonitor(path, m.interval_s)
-
-    def _new_gamepad(self) -> GamepadInput | None:
-        c = self.cfg.controls
-        if not c.gamepad_enabled or self.opts.headless:
-            return None
-        try:
-            return GamepadInput(
-                GlfwGamepadProvider(), c.gamepad, c.debounce_s, c.repeat_delay_s, c.repeat_interval_s
-            )
-        except Exception as exc:  # gamepads are optional; the keyboard still works
-            log.warning("gamepads disabled: %s", exc)
-            return None
+        """Apply a validated config to the running kiosk (:meth:`ConfigReload.apply`)."""
+        return self.reload.apply(new)
 
     # -- booth state -------------------------------------------------------------------------
-    def _shot_writer(self) -> ShotWriter:
-        if self._shots is None:
-            from kiosk.render.shots import ShotWriter
-
-            self._shots = ShotWriter()
-        return self._shots
-
-    def _close_shots(self) -> None:
-        """Write the screenshot and snapshots still waiting, then stop the writer thread."""
-        if self._shots is not None:
-            self._shots.close()
-
-    def _take_snapshot(self, surface: Any) -> None:
-        """Read the frame just drawn; the writer thread encodes and saves it (queued, never dropped)."""
+    def take_snapshot(self, surface: Any) -> None:
+        """The staff's snapshot key: the frame just drawn, saved by the shots' writer thread."""
         self.controls.snapshot_requested = False
         snap = self.cfg.snapshots
-        folder, hours, files = self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files
-        rgb = surface.read_rgb()
-        taken = time.time()
-        keeper = self._snapshot_keeper
+        self.shots.take_snapshot(surface, self.cfg.resolve(snap.dir), snap.retention_hours, snap.max_files)
 
-        def save() -> None:  # a full folder: kept in memory, written when space returns
-            before = keeper.written
-            keeper.save(rgb, folder, hours, files, now=taken)
-            self.snapshots_written += keeper.written - before
-
-        self._shot_writer().job(save)
-
-    def _retry_snapshots(self) -> None:
-        """Snapshots kept in memory (a full snapshot folder): hand the writer thread a retry now
-        and then."""
-        keeper = self._snapshot_keeper
-        if keeper.claim_retry():
-
-            def retry() -> None:
-                before = keeper.written
-                keeper.retry()
-                self.snapshots_written += keeper.written - before
-
-            self._shot_writer().job(retry)
-
-    def _write_screenshot(self, surface: Any) -> None:
-        """Hand the frame just drawn to the writer thread, which replaces ``opts.screenshot`` by it
-        atomically (a reader never sees half a PNG); a newer frame replaces one still waiting."""
-        path = self.opts.screenshot
-        if path is None:
-            return
-        self._shot_writer().screenshot(path, surface.read_rgb())
-
-    def _staff_problem(self) -> str:
+    def staff_problem(self) -> str:
         """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
         and the snapshot folder's (snapshots kept in memory while it is full)."""
-        first = self._config_problem or (self.keepsakes.staff_line() if self.keepsakes is not None else "")
-        return " · ".join(p for p in (first, self._snapshot_keeper.problem) if p)
+        first = self.reload.problem or self.keepsake.staff_line()
+        return " · ".join(p for p in (first, self.shots.problem) if p)
 
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
         return status_line(counters if counters is not None else self.counters())
 
-    def selected_face_name(self, faces: LibrarySnapshot | None = None) -> str:
-        """The selected face's name in ``faces`` (default: the library now); "" without faces."""
-        faces = self.library.snapshot if faces is None else faces
-        i = self.controls.selected_index(faces.keys)
-        return faces.entries[i].name if i is not None else ""
-
-    def _choose_mode(self, now: float) -> str:
-        """The mode of this frame: the configured one, or for ``auto`` the chooser's (from the
-        capture and processing rates over the last second)."""
-        if not self.loop_options.auto:
-            return "live" if self.loop_options.live else "synced"
-        cap, inf = self.capture, self.inference
-        # the swapping stage's own rate: a pass-through (models loading) runs at camera rate
-        processing = inf.swap_rate.fps_at(now) if inf.is_alive() and not inf.hung_for(now) else 0.0
-        return self.auto_mode.update(now, cap.rate.fps_at(now), processing)
-
-    def _picture(
-        self, renderer: Any, result: SwapResult | None, mode: str
-    ) -> tuple[float, float | None] | None:
-        """Upload the picture of ``mode`` if a new one came (synced: ``result``; live: the live
-        frame); return (capture time of the new picture, capture time of the frame its faces were
-        swapped on, or None without faces), None when nothing is new."""
-        switched = mode != self._shown_mode
-        self._shown_mode = mode
-        if mode == "synced":
-            if result is None and switched and self.result_buf.read_generation:
-                result = self.result_buf.current()  # back from live: the newest result at once
-            if result is None:
-                return None
-            if self.loop_options.auto or switched:
-                faces = None if result.faces_pasted else result.faces
-                renderer.set_frame(result.frame_bgr, faces)
-                self._shown_picture = (result.frame_bgr, faces)
-            n = len(result.faces)
-            real = max(result.faces_detected - n, 0) if result.faces_detected >= 0 else 0
-            self._on_screen = (n, n, ("unswapped",) * real)
-            return result.t_capture, (result.t_capture if result.faces else None)
-        frame = self.live_buf.read()
-        if frame is None:
-            return None
-        renderer.set_frame(frame.frame_bgr, frame.faces)
-        self._shown_picture = (frame.frame_bgr, frame.faces)
-        fresh = len(frame.faces) if frame.anchor_seq == frame.seq else 0
-        self._on_screen = (len(frame.faces), fresh, frame.real_reasons)
-        return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
-
-    # -- keepsakes -----------------------------------------------------------------------------
-    def _open_keepsake_flow(self) -> None:
-        """The on-screen flow of the keepsake service (whose server starts in the background: the
-        key is taken, and the banner says photos are kept, only while it serves)."""
-        if self.keepsakes is None:
-            return
-        from kiosk.keepsake.flow import FlowOptions, KeepsakeFlow
-
-        self.keepsake_flow = KeepsakeFlow(FlowOptions.of(self.cfg.keepsake), self._keep)
-
-    def _keep(self, jpeg: bytes) -> Saved:
-        """Store a kept photo (the flow's worker thread): the address its QR code encodes."""
-        from kiosk.keepsake.flow import Saved
-
-        assert self.keepsakes is not None
-        kept = self.keepsakes.keep(jpeg)
-        return Saved(kept.url, kept.record.expires)
-
-    def _step_keepsake(self, actions: tuple[str, ...], mono: float) -> None:
-        """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
-        flow = self.keepsake_flow
-        if flow is None:
-            return
-        serving = self.keepsakes is not None and self.keepsakes.available
-        # the session applies the key (and the banner tells) only while the server serves
-        self.session.keepsake_options = flow.options if serving else None
-        for _ in range(actions.count("keepsake")):
-            flow.press(mono)
-        kv = flow.step(self._copy_picture, mono)
-        self._keepsake_view = kv if kv.active else None
-        if kv.still_bgr is not None and self._still_shown != (kv.still_serial, self.renderer):
-            self.renderer.set_frame(kv.still_bgr)  # the stored pixels, at the camera's resolution
-            self._still_shown = (kv.still_serial, self.renderer)
-
-    def _copy_picture(self) -> Picture | None:
-        """A copy of the picture on screen (the frame and its GPU-composited crops) for a keepsake."""
-        if self._shown_picture is None:
-            return None
-        from kiosk.keepsake.still import Picture
-
-        return Picture.copy_of(*self._shown_picture)
-
-    def _with_keepsake(self, booth: Any) -> tuple[Any, dict[str, Any]]:
-        """The booth view (no carousel or attract screen over a keepsake) and the renderer's keepsake
-        argument (none while no keepsake is on screen)."""
-        kv = self._keepsake_view
-        if kv is None:
-            return booth, {}
-        return dataclasses.replace(booth, show_carousel=False, attract=False), {"keepsake": kv}
+    @property
+    def render_rate(self) -> RateMeter:
+        """Rendered frames (the render loop's meter)."""
+        return self.screen.render_rate
 
     # -- the render loop ---------------------------------------------------------------------
-    def _open_display(self) -> tuple[Any, Any]:
-        """A new surface (window or headless) and a renderer on it, for the current display config."""
-        from kiosk.render.options import DisplayOptions
-        from kiosk.render.reopen import open_display
-
-        return open_display(DisplayOptions.of(self.cfg.display), self.opts.headless)
-
-    def _reopen_display(self) -> None:
-        """``display`` window settings changed (:data:`Part.WINDOW`): ask for a new surface and
-        renderer; a failed reopen keeps the previous settings (else offscreen) and retries."""
-        from kiosk.render.options import DisplayOptions
-
-        self._display_changed = False
-        if self._reopener is not None:
-            self._reopener.request(DisplayOptions.of(self.cfg.display))
-
-    def _reopen_due(self) -> None:
-        """Reopen the display when a requested change (or its retry) is due; never raises while
-        any surface opens."""
-        reopener = self._reopener
-        if reopener is None or not reopener.due():
-            return
-        self.surface, self.renderer = reopener.reopen(self.surface, self.renderer)
-        self.gamepad = self._new_gamepad()
-        self._config_problem = reopener.staff_line(self._config_problem)
-
-    def _new_reopener(self) -> Any:
-        from kiosk.render.options import DisplayOptions
-        from kiosk.render.reopen import SurfaceReopener, open_display
-
-        headless = self.opts.headless  # a failed reopen keeps the old settings, else goes offscreen
-        return SurfaceReopener(
-            lambda d: open_display(d, headless),
-            DisplayOptions.of(self.cfg.display),
-            fallback=None if headless else lambda d: open_display(d, True),
-        )
-
     def _start_workers(self) -> None:
-        self.capture.start()
-        self.inference.start()
+        self.workers.start()
 
     def run(self) -> int:
         """Open the display, start the workers, render until stopped; the exit status."""
-        self._install_signal_handlers()
+        self.signals.install()
         if self.stop.is_set():  # a signal while the kiosk was being built
             self.shutdown()
             self.write_stats()
             self.inference.release()
             return 0
-        from kiosk.render.renderer import OverlayState
-
-        self.surface, self.renderer = self._open_display()
-        self._reopener = self._new_reopener()
-        self._overlay = OverlayState()
-        self.gamepad = self._new_gamepad()
+        self.display.open(self.cfg.display)
+        self.session.gamepad = self.reload.new_gamepad()
         notifier = self._notifier or SdNotifier.from_env()
         self._active_notifier = notifier
-        if not self.opts.headless:
-            from kiosk.render import xio
-
-            xio.on_lost(self._display_lost)
+        self.display.watch_lost(self._display_lost)
         self._t_start = t0 = self._clock()
         self._t_start_unix = time.time()
-        self.monitor = self._new_monitor()
-        if self.cfg.keepsake.enabled:  # aiohttp is imported only for a booth that shares photos
-            from kiosk.keepsake.service import open_keepsakes
-
-            self.keepsakes = open_keepsakes(self.cfg)
-            self._open_keepsake_flow()
+        self.reload.monitor = self.reload.new_monitor()
+        self.keepsake.open(self.cfg)
         self._start_workers()
-        o = self.loop_options
-        self._schedule = _Schedule(
-            t0, t0 + o.stats_interval_s, t0, t0 + o.supervise_every_s, t0 + o.status_every_s
-        )
         try:
-            while not self.stop.is_set() and self._frame(notifier):
-                self._pace()
+            self.loop.run(notifier, t0)
+            self.exit_code = self.exit_code or self.loop.exit_code
             if self.opts.screenshot is not None:  # the last frame, drawn once more for the PNG
-                size = self.surface.begin_frame()
-                mono = time.monotonic()
-                final = self.session.view(mono, self._staff_problem())
-                booth, extra = self._with_keepsake(final.booth)
-                self.renderer.draw(size, self._overlay, booth=booth, now=mono, **extra)
-                self._write_screenshot(self.surface)
+                self.loop.draw_final_screenshot()
         finally:
             notifier.stopping()
-            self._close_shots()  # the last screenshot is on disk when run returns
+            self.shots.close()  # the last screenshot is on disk when run returns
             self.shutdown()
-            if self.keepsake_flow is not None:
-                self.keepsake_flow.close()
-                self.keepsake_flow = None
-            if self.keepsakes is not None:  # the server stops, the photos go (unless keep_on_disk)
-                self.keepsakes.close()
+            self.keepsake.close()  # the server stops, the photos go (unless keep_on_disk)
             self.write_stats()
-            if self.monitor is not None:
-                self.monitor.close(self.stats())  # up 0
-                self.monitor = None
-            self.keepsakes = None
+            if self.reload.monitor is not None:
+                self.reload.close_monitor(self.stats())  # up 0
+            self.keepsake.service = None
             notifier.close()
-            if not self.opts.headless:
-                from kiosk.render import xio
-
-                xio.on_lost(None)  # the X connection goes with the window: nothing to report after
-            self.renderer.release()
-            self.surface.close()
+            self.display.watch_lost(None)  # the X connection goes with the window: nothing to report after
+            self.display.close()
             self.inference.release()  # the models' sessions, after the last stats
         return self.exit_code
 
-    def _display_lost(self, display: str) -> None:
-        """The X server went away (:mod:`kiosk.render.xio`, called from inside the X call that
-        noticed): the last words before the process leaves with status 4 — one log line,
-        ``STOPPING=1``, the metrics file with ``up 0``, the stats file. No thread is joined and no
-        GL object released (the connection is gone)."""
-        log.error(
-            "display %s went away (the X server closed the connection): exiting with status %d so "
-            "that systemd restarts the kiosk when the display is back",
-            display,
-            EXIT_DISPLAY_LOST,
-        )
+    def _display_lost(self) -> None:
+        """The X server went away (:meth:`Display.watch_lost` logged it): the last words before the
+        process leaves with status 4 — ``STOPPING=1``, the metrics file with ``up 0``, the stats
+        file. No thread is joined and no GL object released (the connection is gone)."""
         self.stop.set()
         self.exit_code = EXIT_DISPLAY_LOST
         notifier = self._active_notifier
         if notifier is not None:
             notifier.stopping()
         stats = self.stats()
-        if self.monitor is not None:
-            self.monitor.close(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
-            self.monitor = None
+        self.reload.close_monitor(stats, timeout_s=1.0)  # after any write in flight: up 0 stays
         self.write_stats()
-
-    def _frame(self, notifier: SdNotifier) -> bool:
-        """One iteration of the render loop: config, picture, booth, draw, then the due work.
-        False ends the run."""
-        from kiosk.render.renderer import OverlayState
-
-        self._poll_config()
-        if self._display_changed:
-            self._reopen_display()
-        self._reopen_due()
-        result = self.result_buf.read()
-        frozen = self._keepsake_view is not None and self._keepsake_view.freeze  # a keepsake's still
-        mode = self._choose_mode(self._clock())
-        if result is not None:
-            if mode == "synced" and not self.loop_options.auto and not frozen:
-                faces = None if result.faces_pasted else result.faces
-                self.renderer.set_frame(result.frame_bgr, faces)
-                self._shown_picture = (result.frame_bgr, faces)
-            self._last_notice = result.notice
-            self._t_last_result = self._clock()
-            self.results_shown += 1
-            self.results_swapping += result.faces_detected >= 0  # from the swap stage (not a pass-through)
-            self.results_with_faces += bool(result.faces)
-        shown = None if frozen else self._picture(self.renderer, result, mode)
-        if shown is not None:  # a new picture: whether it carries swapped faces
-            self._faces_on_screen = shown[1] is not None
-        # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
-        mono = time.monotonic()
-        view = self.session.step(self.surface.poll_events(), result, mono, self._staff_problem())
-        if view.quit_requested:
-            self.stop.set()
-        self._step_keepsake(view.actions, mono)
-        booth = view.booth
-        # --
-        if self.surface.should_close():
-            return False
-        now = self._clock()
-        reports = self._reports_due(now)
-        # the frame's one snapshot: overlay, STATUS, stats file, monitoring
-        counters = self.counters(now, detailed=self.controls.debug or reports.stats or reports.monitor)
-        self._overlay = OverlayState(**self.overlay_texts(now, counters))
-        self._draw(self._overlay, booth, mono, now)
-        t_shown = self._clock()
-        self.render_rate.tick(t_shown)
-        swapped, fresh, real = self._on_screen
-        self.screen_share.add(mode, swapped, fresh, real)
-        if self._faces_on_screen:
-            self.frames_with_faces += 1
-        if shown is not None:
-            self.latency_ms.add((t_shown - shown[0]) * 1000.0)
-            if shown[1] is not None:
-                self.face_age_ms.add((t_shown - shown[1]) * 1000.0)
-        if self.render_rate.count == 1:
-            notifier.ready(status="running")
-        return self._after_frame(t_shown, counters, reports, notifier)
-
-    def _draw(self, overlay: Any, booth: Any, mono: float, now: float) -> None:
-        """Draw one frame (and save the snapshot or screenshot asked for), then present it."""
-        surface = self.surface
-        size = surface.begin_frame()
-        booth, extra = self._with_keepsake(booth)
-        self.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
-        if self.controls.snapshot_requested:
-            self._take_snapshot(surface)
-        self._retry_snapshots()
-        every = self.loop_options.screenshot_every_s
-        if every and now >= self._schedule.shot:
-            self._write_screenshot(surface)
-            self._schedule.shot = now + every
-        surface.end_frame()
-
-    def _reports_due(self, now: float) -> _Reports:
-        """Which reports this frame sends (and when the next ones are due)."""
-        o, due = self.loop_options, self._schedule
-        status = now >= due.status
-        if status:
-            due.status = now + o.status_every_s
-        stats = bool(o.stats_interval_s) and now >= due.stats
-        if stats:
-            due.stats = now + o.stats_interval_s
-        monitor = self.monitor is not None and self.monitor.due(now)
-        return _Reports(status, stats, monitor)
-
-    def _after_frame(self, t: float, counters: Counters, reports: _Reports, notifier: SdNotifier) -> bool:
-        """Supervision and reports due at ``t``; False ends the run (limits reached, or exit 3)."""
-        o, due = self.loop_options, self._schedule
-        unhealthy_s = self._check_pipeline(t)
-        if unhealthy_s <= o.stall_s:
-            notifier.watchdog()  # rate-limited to WATCHDOG_USEC/2 inside
-        if unhealthy_s > o.recovery_s:
-            log.error(
-                "processing has not recovered for %.0f s: exiting with status 3 so that systemd "
-                "restarts the kiosk",
-                unhealthy_s,
-            )
-            self.exit_code = 3
-            return False
-        if reports.status:
-            notifier.status(self.status_text(counters))
-        if o.frames and self.render_rate.count >= o.frames:
-            return False
-        if o.seconds and t - self._t_start >= o.seconds:
-            return False
-        if reports.stats:
-            self.write_stats(counters)
-        if reports.monitor and self.monitor is not None:
-            self.monitor.submit(self.stats(counters))
-        if t >= due.supervise:
-            self._supervise()
-            due.supervise = t + o.supervise_every_s
-        return True
-
-    def _pace(self) -> None:
-        """Sleep until the next frame is due at ``display.max_fps`` (no catching up after a hitch)."""
-        period = self.loop_options.period_s
-        if not period:
-            return
-        due = self._schedule
-        due.tick += period
-        delay = due.tick - self._clock()
-        if delay > 0:
-            self._sleep(delay)
-        elif delay < -0.25:
-            due.tick = self._clock()
 
     def shutdown(self, timeout_s: float = 1.0) -> None:
         """Stop and join the worker threads (the capture thread releases the camera), then the
@@ -1076,18 +357,7 @@ class KioskApp:
         if self.signals.received:
             log.info("signal %s: shutting down", ",".join(str(s) for s in self.signals.received))
         self.stop.set()
-        self._capture_stop.set()
-        deadline = time.perf_counter() + timeout_s
-        for t in (self.capture, self.inference):
-            wait = max(0.0, deadline - time.perf_counter())
-            if t is self.inference:  # inside a model call: only what such a call usually takes
-                wait = self.supervisor.join_wait(time.perf_counter(), t, wait)
-            if t.is_alive():
-                t.join(wait)
-            if t.is_alive():
-                log.warning("%s thread did not stop within %.1f s", t.name, timeout_s)
-        if not self.inference.join_loaders(min(0.3, max(0.0, deadline - time.perf_counter()))):
-            log.warning("the model loader is still busy; exiting without waiting for it")
+        self.workers.join(timeout_s)
 
     @property
     def clean_exit_possible(self) -> bool:

@@ -2,7 +2,7 @@
 
 :data:`RELOAD_TABLE` names every key of :class:`kiosk.config.KioskConfig` as ``section.key`` (a
 nested section such as ``source.camera`` or ``models.providers`` is one key). :func:`plan_reload`
-compares two configs and returns the parts to rebuild; :meth:`kiosk.app.kiosk_app.KioskApp.apply_config`
+compares two configs and returns the parts to rebuild; :meth:`kiosk.app.reload.ConfigReload.apply`
 rebuilds exactly those. A key that maps to no part is read where it is used (``ui.*``, the
 snapshot settings, the status line), so the new value shows at the next frame without anything
 being rebuilt. ``tests/test_reload_table.py`` fails when a config key is added without a row here.
@@ -15,7 +15,7 @@ from typing import Any
 
 
 class Part(str, Enum):
-    """What :meth:`~kiosk.app.kiosk_app.KioskApp.apply_config` can rebuild in a running kiosk."""
+    """What :meth:`~kiosk.app.reload.ConfigReload.apply` can rebuild in a running kiosk."""
 
     CAPTURE = "capture"  # the capture thread (and the live feed it drives), restarted
     LIBRARY = "library"  # the face library, rescanned from the new folder

@@ -8,7 +8,7 @@ newline-separated ``KEY=VALUE`` fields to it: ``READY=1`` when start-up is done,
 ``$WATCHDOG_USEC`` (the timeout) and ``$WATCHDOG_PID`` (the process meant to send the pings).
 
 The render loop calls :meth:`SdNotifier.watchdog` every frame while processing is healthy (not
-stalled past ``processing.stall_s``, see :meth:`kiosk.app.kiosk_app.KioskApp._check_pipeline`): it is a clock
+stalled past ``processing.stall_s``, see :meth:`kiosk.app.wiring.Workers.check_inference`): it is a clock
 read and a compare, and it sends at most every ``WATCHDOG_USEC / 2``. If the render loop stalls, the
 pings stop, systemd sends ``WatchdogSignal=`` (SIGABRT: :mod:`faulthandler` dumps every
 thread's stack into the journal) and ``Restart=always`` starts the kiosk again.

@@ -1,0 +1,126 @@
+"""The kiosk's side of keepsakes (``keepsake.enabled``): the service (web server, store, printing)
+while the kiosk runs, its on-screen flow (:mod:`kiosk.keepsake.flow`), and what the flow puts on
+screen each frame (the countdown, the frozen still, the QR code).
+
+:class:`KeepsakeHost` owns the three; the render loop steps it once a frame and draws the booth view
+it adjusts (:meth:`KeepsakeHost.with_keepsake`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kiosk.booth.session import BoothSession
+from kiosk.config.schema import KeepsakeConfig, KioskConfig
+
+if TYPE_CHECKING:
+    from kiosk.keepsake.flow import KeepsakeFlow, Saved
+    from kiosk.keepsake.service import KeepsakeService
+    from kiosk.keepsake.still import Picture
+
+#: (frame_bgr, crops) of the picture on screen, as last uploaded; None before the first.
+ShownPicture = Callable[[], "tuple[Any, Any] | None"]
+
+
+class KeepsakeHost:
+    """See the module docstring. ``session``: the booth session (it takes the keepsake key while the
+    server serves); ``shown``: the picture on screen, copied for a keepsake."""
+
+    def __init__(self, session: BoothSession, shown: ShownPicture) -> None:
+        self._session = session
+        self._shown = shown
+        self.service: KeepsakeService | None = None  # keepsake.enabled, while the kiosk runs
+        #: The keepsakes' on-screen flow (:mod:`kiosk.keepsake.flow`) while their service runs.
+        self.flow: KeepsakeFlow | None = None
+        self.view: Any = None  # the last frame's KeepsakeView (None: idle)
+        self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
+
+    def open(self, cfg: KioskConfig) -> None:
+        """Start the service and its on-screen flow (the server starts in the background: the key
+        is taken, and the banner says photos are kept, only while it serves)."""
+        if not cfg.keepsake.enabled:
+            return
+        from kiosk.keepsake.flow import FlowOptions, KeepsakeFlow
+        from kiosk.keepsake.service import open_keepsakes  # aiohttp: only for a booth that shares photos
+
+        self.service = open_keepsakes(cfg)
+        self.flow = KeepsakeFlow(FlowOptions.of(cfg.keepsake), self._keep)
+
+    def apply(self, new: KeepsakeConfig) -> None:
+        """A reloaded config: limits, page text and printing are read where used; the flow takes
+        the countdown, show_s, confirm and ttl_s at once."""
+        if self.service is not None:
+            self.service.apply(new)
+        if self.flow is not None:
+            from kiosk.keepsake.flow import FlowOptions
+
+            # keepsake.enabled applies at the next start: the server runs until then
+            self.flow.options = dataclasses.replace(FlowOptions.of(new), enabled=True)
+
+    def close(self) -> None:
+        """Close the flow, then stop the server (the photos go, unless keep_on_disk). The service's
+        metrics stay readable for the last stats until :attr:`service` is dropped."""
+        if self.flow is not None:
+            self.flow.close()
+            self.flow = None
+        if self.service is not None:
+            self.service.close()
+
+    def _keep(self, jpeg: bytes) -> Saved:
+        """Store a kept photo (the flow's worker thread): the address its QR code encodes."""
+        from kiosk.keepsake.flow import Saved
+
+        assert self.service is not None
+        kept = self.service.keep(jpeg)
+        return Saved(kept.url, kept.record.expires)
+
+    def step(self, actions: tuple[str, ...], mono: float, renderer: Any) -> None:
+        """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
+        flow = self.flow
+        if flow is None:
+            return
+        serving = self.service is not None and self.service.available
+        # the session applies the key (and the banner tells) only while the server serves
+        self._session.keepsake_options = flow.options if serving else None
+        for _ in range(actions.count("keepsake")):
+            flow.press(mono)
+        kv = flow.step(self._copy_picture, mono)
+        self.view = kv if kv.active else None
+        if kv.still_bgr is not None and self._still_shown != (kv.still_serial, renderer):
+            renderer.set_frame(kv.still_bgr)  # the stored pixels, at the camera's resolution
+            self._still_shown = (kv.still_serial, renderer)
+
+    @property
+    def frozen(self) -> bool:
+        """A keepsake's still is on screen: the camera picture must not replace it."""
+        return self.view is not None and self.view.freeze
+
+    def _copy_picture(self) -> Picture | None:
+        """A copy of the picture on screen (the frame and its GPU-composited crops) for a keepsake."""
+        shown = self._shown()
+        if shown is None:
+            return None
+        from kiosk.keepsake.still import Picture
+
+        return Picture.copy_of(*shown)
+
+    def with_keepsake(self, booth: Any) -> tuple[Any, dict[str, Any]]:
+        """The booth view (no carousel or attract screen over a keepsake) and the renderer's keepsake
+        argument (none while no keepsake is on screen)."""
+        kv = self.view
+        if kv is None:
+            return booth, {}
+        return dataclasses.replace(booth, show_carousel=False, attract=False), {"keepsake": kv}
+
+    def staff_line(self) -> str:
+        """The keepsakes' staff warning (server down, print failed), else ""."""
+        return self.service.staff_line() if self.service is not None else ""
+
+    def metrics(self) -> dict[str, int] | None:
+        return self.service.metrics() if self.service is not None else None
+
+    def flow_stats(self) -> dict[str, Any] | None:
+        """What visitors did on screen (the keepsakes themselves are the service's metrics)."""
+        return self.flow.stats() if self.flow is not None else None

@@ -1,0 +1,29 @@
+"""The kiosk's per-frame collaborators, as one value: what the render loop draws a frame from and
+the counters read (each object the one owner of its state; this only names them together)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from kiosk.app.display import Display
+from kiosk.app.keepsake_host import KeepsakeHost
+from kiosk.app.screen import Screen
+from kiosk.app.shots import Shots
+from kiosk.app.wiring import Workers
+from kiosk.booth.controls import ControlState
+from kiosk.booth.session import BoothSession
+
+
+@dataclass(frozen=True)
+class FrameParts:
+    """What a frame is made of (each its own state's owner)."""
+
+    workers: Workers  # the threads and buffers
+    screen: Screen  # the picture on screen and the render meters
+    display: Display  # the surface and renderer
+    session: BoothSession  # input, attract mode, selection: the booth's view
+    keepsake: KeepsakeHost
+    shots: Shots
+    controls: ControlState  # the staff toggles (shared with the inference thread)
+    stop: threading.Event  # the kiosk's stop
