@@ -232,3 +232,13 @@ def test_percentiles_are_taken_only_for_frames_that_report_them(tmp_path: Path) 
     assert all(c.render.latency_p50 is None for c in taken[: len(surface.frames)] if not c.detailed)
     with pytest.raises(ValueError, match="detailed"):
         app.stats(taken[0])
+
+
+def test_the_loop_hands_the_heap_back_every_trim_every_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiosk.util import memory
+
+    app, clock, surface, _, _ = _app(RunOptions(headless=True, seconds=95.0), max_fps=10.0)
+    trims: list[float] = []
+    monkeypatch.setattr(memory, "_trim", lambda pad: trims.append(clock()) or 1)
+    assert app.run() == 0
+    assert [round(t - 1000.0) for t in trims] == [30, 60, 90]
