@@ -23,8 +23,8 @@ def _processed_at_30_fps(app: KioskApp, t_end: float, n: int = 30) -> None:
     inf = app.inference
     for k in range(n):
         t = t_end - (n - 1 - k) / 30.0
-        inf.rate.tick(t)
-        inf.process_ms.add(20.0)
+        inf.meters.rate.tick(t)
+        inf.meters.process_ms.add(20.0)
 
 
 def _process_line(app: KioskApp, now: float) -> str:

@@ -21,7 +21,9 @@ Errors climb a ladder (ARCHITECTURE.md, "Ownership and failure"):
 Every field of the thread's own state (``_processor``, ``_fallback``, ``_restart_delay``, the build
 bookkeeping) is written by the inference thread only. A build runs on a short-lived loader thread
 that hands its result over through one :class:`_BuildJob` object (an atomic reference plus an
-event); other threads ask for a rebuild through a queue (:meth:`reconfigure`).
+event); other threads ask for a rebuild through a queue (:meth:`reconfigure`). Its meters
+(:class:`InferenceMeters`) are the kind's, handed in by the wiring and shared with the threads
+before and after it; it writes them only until it is abandoned (:class:`kiosk.stats.MeterWriter`).
 """
 
 from __future__ import annotations
@@ -34,14 +36,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from kiosk.booth.controls import ControlState
 from kiosk.capture.live import AnchorSlot, LiveAnchor
 from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
-from kiosk.stats import LatencyRecorder, RateMeter
+from kiosk.stats import LatencyRecorder, MeterWriter, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 from kiosk.util import heartbeat, limits
@@ -84,6 +86,23 @@ class ErrorPolicy:
     @property
     def bounds(self) -> Bounds:
         return Bounds(stall_s=self.stall_s, load_stall_s=self.load_stall_s)
+
+
+@dataclass
+class InferenceMeters:
+    """The inference threads' meters: created once (by the supervisor) and handed to every
+    inference thread the wiring builds, so a fresh thread counts on where the one it replaced
+    stopped. Written by the current thread only (through its :class:`~kiosk.stats.MeterWriter`),
+    read by the counters."""
+
+    rate: RateMeter = field(default_factory=RateMeter)  # results published (pass-through too)
+    #: Results of the installed swapping stage only (not the pass-through while models load or
+    #: swapping is off, which runs at camera rate): the rate the swap is refreshed at.
+    swap_rate: RateMeter = field(default_factory=RateMeter)
+    process_ms: LatencyRecorder = field(default_factory=lambda: LatencyRecorder(1024))
+    errors: int = 0  # failed stage calls
+    restarts: int = 0  # stage rebuilds after repeated failures
+    build_failures: int = 0  # stage builds that failed (missing or broken models, a stalled build)
 
 
 class _BuildJob:
@@ -136,22 +155,19 @@ class InferenceThread(threading.Thread):
         controls: ControlState | None = None,
         policy: ErrorPolicy | None = None,
         anchors: TripleBuffer[AnchorSlot] | None = None,
+        meters: InferenceMeters | None = None,
     ) -> None:
+        """``meters``: the kind's meters to count on (the wiring's); fresh ones when None."""
         super().__init__(name="inference", daemon=True)
         self._inp = inp
         self.out = out
         self._stop_event = stop
         self.policy = policy or ErrorPolicy()
         self.controls = controls
+        #: Read by other threads, written only by this one until it is abandoned (then by the next).
+        self.meters = meters if meters is not None else InferenceMeters()
+        self._metering = MeterWriter(self.meters)
         # Read by other threads, written only by this one:
-        self.rate = RateMeter()
-        #: Results of the installed swapping stage only (not the pass-through while models load or
-        #: swapping is off, which runs at camera rate): the rate the swap is refreshed at.
-        self.swap_rate = RateMeter()
-        self.process_ms = LatencyRecorder(1024)
-        self.errors = 0  # failed stage calls
-        self.restarts = 0  # stage rebuilds after repeated failures
-        self.build_failures = 0
         self.last_error = ""
         self.problem = ""  # why the stage on screen is not the one asked for ("" when it is)
         self.ok_calls = 0  # successful calls of a built stage (not the loading pass-through)
@@ -244,7 +260,9 @@ class InferenceThread(threading.Thread):
     def abandon(self) -> None:
         """Give up on this thread (its call hangs): it never publishes again and exits when (if)
         the call returns. The caller starts a fresh thread with a fresh output buffer; the live
-        anchor buffer is shared with the fresh thread, which becomes its producer."""
+        anchor buffer is shared with the fresh thread, which becomes its producer, and so are the
+        meters: this thread writes them no more once this returns, even if its call returns."""
+        self._metering.revoke()
         self._abandoned.set()
         anchors = self.anchors
         if anchors is not None:
@@ -349,8 +367,16 @@ class InferenceThread(threading.Thread):
         self._installed_at = now
         log.info("processing stage ready: %s", processor.name)
 
+    def _count(self, *, errors: int = 0, restarts: int = 0, build_failures: int = 0) -> None:
+        """Add to the kind's meters (nothing once this thread is abandoned: see :meth:`abandon`)."""
+        with self._metering as m:
+            if m is not None:
+                m.errors += errors
+                m.restarts += restarts
+                m.build_failures += build_failures
+
     def _build_failed(self, exc: BaseException) -> None:
-        self.build_failures += 1
+        self._count(build_failures=1)
         if isinstance(exc, StageUnavailable):
             why = exc.notice
             self._watch = exc.watch
@@ -379,7 +405,7 @@ class InferenceThread(threading.Thread):
 
     def _failed(self, exc: Exception, frame: CapturedFrame, out: SwapResult) -> bool:
         """Count a failed call of the installed stage; True if ``out`` now holds a result to publish."""
-        self.errors += 1
+        self._count(errors=1)
         self.last_error = _why(exc)
         self._consecutive += 1
         self._recent.append(True)
@@ -391,7 +417,7 @@ class InferenceThread(threading.Thread):
             len(self._recent) < ERROR_WINDOW or sum(self._recent) * 2 < ERROR_WINDOW
         ):
             return False  # transient: the screen keeps the last good result
-        self.restarts += 1
+        self._count(restarts=1)
         self._set_processor(None)
         self.heartbeat.last_frame_s = 0.0  # the pass-through meanwhile is not slow
         delay = self._next_delay()
@@ -450,13 +476,12 @@ class InferenceThread(threading.Thread):
                 if self.problem and own:
                     out.notice = f"{out.notice} · {self.problem}" if out.notice else self.problem
             elif not own:
-                self.errors += 1
+                self._count(errors=1)
                 self.last_error = _why(failure)
                 log.warning("pass-through failed; skipping the frame", exc_info=failure)
                 continue
             elif not self._failed(failure, frame, out):
                 continue
-            self.process_ms.add((t1 - t0) * 1000.0)
             out.seq, out.t_capture = before if lag else (frame.seq, frame.t_capture)
             out.t_processed = t1
             anchors = self.anchors
@@ -467,6 +492,9 @@ class InferenceThread(threading.Thread):
                 anchors.write_slot().anchor = LiveAnchor.from_result(out, swapping)
                 anchors.publish()
             self.out.publish()
-            self.rate.tick(t1)
-            if own and failure is None:
-                self.swap_rate.tick(t1)
+            with self._metering as m:
+                if m is not None:
+                    m.process_ms.add((t1 - t0) * 1000.0)
+                    m.rate.tick(t1)
+                    if own and failure is None:
+                        m.swap_rate.tick(t1)
