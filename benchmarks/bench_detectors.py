@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in full:
         mf, mt = statistics.median(t_full[n]), statistics.median(t_tracked[n])
         print(f"{n:34s} {found[n]:5d} {mf:14.1f} {mf / base_f:6.2f} {mt:17.1f} {mt / base_t:6.2f}")
-    roi = {n: p._roi_detector for n, p in tracked.items()}
+    roi = {n: p.finder.roi_detector for n, p in tracked.items()}
     for n, r in roi.items():
         if r is not None:
             print(f"  {n}: regions at scale {r.det_size} in a {r.input_size}x{r.input_size} input")

@@ -114,7 +114,7 @@ def main() -> int:
     # -- paste-back: ours vs insightface on the same faces ---------------------------------------------
     pipe.enhance = False
     faces = pipe.detect(frame)
-    latent = pipe._latent
+    latent = pipe.sources.latent
     assert latent is not None
     crops = [pipe.swapper.swap(frame, f.kps, latent) for f in faces]
     paster = PasteBack()

@@ -187,7 +187,7 @@ def test_a_face_a_newer_result_missed_keeps_its_crop_for_a_few_results() -> None
     # 2 while face 1 is kept, for KEEP_MISSED_RESULTS results; then only face 0
     assert per_result[: KEEP_MISSED_RESULTS + 1] == [2] * (KEEP_MISSED_RESULTS + 1), per_result
     assert per_result[KEEP_MISSED_RESULTS + 1 :] and set(per_result[KEEP_MISSED_RESULTS + 1 :]) == {1}
-    assert tracker.faces_kept > 0 and tracker.stats()["faces_kept_frames"] == tracker.faces_kept
+    assert tracker.counts.faces_kept > 0 and tracker.stats()["faces_kept_frames"] == tracker.counts.faces_kept
 
 
 def test_a_face_is_never_kept_beside_a_new_face_on_the_same_head() -> None:
@@ -208,7 +208,7 @@ def test_a_face_is_never_kept_beside_a_new_face_on_the_same_head() -> None:
     tracker.submit(LiveAnchor(13, 13 / 30, (_face(c.truth_kps[13, 0], c.truth_boxes[13, 0]), moved)))
     tracker.update(c.frames[27], 27, 27 / 30)
     tracker.carried_faces(out)
-    assert len(out) == 2 and tracker.faces_kept == 0
+    assert len(out) == 2 and tracker.counts.faces_kept == 0
 
 
 def test_a_result_of_no_swapping_stage_drops_every_carried_face() -> None:

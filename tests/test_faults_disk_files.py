@@ -104,12 +104,12 @@ def test_decoding_a_new_photo_never_holds_the_refresh(tmp_path, monkeypatch):
     """A photo whose decode takes long (here: held until the test lets it go) is decoded on the
     photo reader's thread: a refresh with a scan budget returns meanwhile (the photo pending)
     and a later one takes the result. Before, the decode ran inside the refresh."""
-    import kiosk.booth.faces as faces
+    import kiosk.booth.photo_files as photo_files
 
     lib = _library(tmp_path, ("ann",))
     analyzer = FakeAnalyzer()
     gate = threading.Event()
-    real = faces.decode_photo
+    real = photo_files.decode_photo
     slow_photo = cv2.imencode(".png", np.full((64, 64, 3), 200, np.uint8))[1].tobytes()
 
     def slow(data: bytes):  # type: ignore[no-untyped-def]
@@ -117,7 +117,7 @@ def test_decoding_a_new_photo_never_holds_the_refresh(tmp_path, monkeypatch):
             assert gate.wait(60)
         return real(data)
 
-    monkeypatch.setattr(faces, "decode_photo", slow)
+    monkeypatch.setattr(photo_files, "decode_photo", slow)
     (lib.folder / "ben.png").write_bytes(slow_photo)  # type: ignore[operator]
     lib.read_wait_s = 0.2
     t = threading.Thread(target=lambda: lib.refresh(analyzer, "m", budget_s=0.1))
@@ -143,7 +143,7 @@ def test_a_failed_photo_is_not_read_again_until_it_changes_even_by_a_fresh_write
     claimed the library, and the fresh one decoded the same file again (RSS 3.7 GB). Now reading
     is the photo reader's: a fresh writer asking for the same file does not read it again, and a
     failed read is remembered until the file changes."""
-    import kiosk.booth.faces as faces
+    import kiosk.booth.photo_files as photo_files
     from kiosk.booth.faces import LibraryWriterError
 
     lib = _library(tmp_path, ("ann",))
@@ -151,7 +151,7 @@ def test_a_failed_photo_is_not_read_again_until_it_changes_even_by_a_fresh_write
     bomb.write_bytes(soak.bomb_jpeg())
     decodes: list[int] = []
     gate = threading.Event()
-    real = faces.decode_photo
+    real = photo_files.decode_photo
 
     def counted(data: bytes):  # type: ignore[no-untyped-def]
         if data == bomb.read_bytes():
@@ -159,7 +159,7 @@ def test_a_failed_photo_is_not_read_again_until_it_changes_even_by_a_fresh_write
             gate.wait(10)  # the decode that takes long
         return real(data)
 
-    monkeypatch.setattr(faces, "decode_photo", counted)
+    monkeypatch.setattr(photo_files, "decode_photo", counted)
 
     def abandoned() -> None:
         with contextlib.suppress(LibraryWriterError):  # revoked meanwhile: refused, as it should be

@@ -163,8 +163,19 @@ class Kiosk:
         raise AssertionError(f"{what}: not within {timeout_s:.0f} s\n{self.tail()}")
 
     def qr_text(self) -> str:
-        text, _, _ = cv2.QRCodeDetector().detectAndDecode(self.screen())
+        self.last_screen = self.screen()
+        text, _, _ = cv2.QRCodeDetector().detectAndDecode(self.last_screen)
         return str(text)
+
+    def wait_qr(self, timeout_s: float, keep: Path) -> str:
+        """The QR code's text; when none is read in time, the last screenshot tried is kept at
+        ``keep`` and named in the failure (a drawing gap and a decoding miss look alike in a log)."""
+        try:
+            return str(self.wait(self.qr_text, timeout_s, "a QR code on screen"))
+        except AssertionError as exc:
+            if getattr(self, "last_screen", None) is not None:
+                cv2.imwrite(str(keep), self.last_screen)
+            raise AssertionError(f"{exc}\nthe last screenshot read: {keep}") from None
 
     def stored(self) -> list[Path]:
         return sorted(self.photos.glob("*.jpg")) if self.photos.is_dir() else []
@@ -243,7 +254,7 @@ def test_key_countdown_still_qr_fetch_per_visitor(
         during = k.screen()
         centre = np.abs(during.astype(int) - live.astype(int)).max(axis=2)[120:240, 260:380]
         assert (centre > 60).mean() > 0.1, "no countdown digit drawn in the middle of the screen"
-        url = k.wait(k.qr_text, 30, "a QR code on screen")
+        url = k.wait_qr(30, tmp_path / "qr_miss.png")
         t_qr = time.monotonic()
         shown = k.screen()
         assert url.startswith(f"http://127.0.0.1:{port}/p/")
@@ -307,7 +318,7 @@ def test_confirm_without_the_second_press_nothing_is_stored(tmp_path: Path, xvfb
         k.key()
         k.wait(lambda: k.phase() == "confirm", 20, "the consent question")
         k.key()
-        url = k.wait(k.qr_text, 20, "a QR code after the second press")
+        url = k.wait_qr(20, tmp_path / "qr_miss.png")
         assert len(k.stored()) == 1
         assert requests.get(url + ".jpg", timeout=10).status_code == 200
         k.exit_cleanly()

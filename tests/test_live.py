@@ -146,10 +146,10 @@ def test_non_consecutive_frames_and_unknown_result_frames_drop_the_faces() -> No
     tracker.update(c.frames[6], 6, 0.2)
     assert tracker.transforms[0] is not None
     tracker.update(c.frames[7], 9, 0.3)  # frames 7 and 8 never came: the motion in between is unknown
-    assert tracker.transforms == [None] and tracker.dropped["gap"] == 1
+    assert tracker.transforms == [None] and tracker.counts.dropped["gap"] == 1
     tracker.submit(LiveAnchor(2, 0.1, (face,)))  # its frame is before the gap: not in the ring
     tracker.update(c.frames[8], 10, 0.33)
-    assert tracker.transforms == [None] and tracker.dropped["gap"] == 2
+    assert tracker.transforms == [None] and tracker.counts.dropped["gap"] == 2
 
 
 def test_fast_motion_is_not_trusted() -> None:
@@ -163,7 +163,7 @@ def test_fast_motion_is_not_trusted() -> None:
     for i in range(1, 6):
         tracker.update(frames[i], i, i / 30)
     assert tracker.transforms == [None]
-    assert tracker.dropped["fast"] + tracker.dropped["track"] == 1
+    assert tracker.counts.dropped["fast"] + tracker.counts.dropped["track"] == 1
 
 
 def test_anchor_is_a_copy_of_the_result_slot() -> None:
@@ -188,8 +188,8 @@ def test_carry_error_is_measured_against_the_next_result() -> None:
             tracker.submit(LiveAnchor(job, job / 30, (face,)))
             job = i
         tracker.update(frame, i, i / 30)
-    assert tracker.carry_error_px.count >= 3
-    err, stale = tracker.carry_error_px.percentile(95), tracker.stale_error_px.percentile(95)
+    assert tracker.counts.carry_error_px.count >= 3
+    err, stale = tracker.counts.carry_error_px.percentile(95), tracker.counts.stale_error_px.percentile(95)
     assert err is not None and stale is not None
     assert err < 1.0 and stale > 20 * max(err, 0.1)
 
@@ -314,3 +314,17 @@ def test_anchor_carries_each_faces_alpha_mask() -> None:
     own, box = anchor.faces
     assert own.alpha is not None and own.alpha[50, 50] == 255 and own.alpha[0, 0] == 0
     assert box.alpha is shared
+
+
+def test_age_limit_follows_the_arrival_age_and_the_result_interval() -> None:
+    """kiosk.capture.live_stats.AgeLimit: arrival age + AGE_PERIODS periods (medians), at least
+    AGE_MIN_S; a fixed ``max_age_s`` wins."""
+    from kiosk.capture.live_stats import AGE_MIN_S, AGE_PERIODS, AgeLimit
+
+    age = AgeLimit()
+    assert age.seconds() == float("inf")  # before any result nothing is too old
+    age.arrived(0.0, 1.0)  # 1 s old; the arrival age stands in for the period
+    assert age.seconds() == 1.0 + AGE_PERIODS * 1.0
+    age.arrived(1.0, 1.5)  # 0.5 s old, 0.5 s after the first
+    assert age.seconds() == max(AGE_MIN_S, 0.75 + AGE_PERIODS * 0.5)
+    assert AgeLimit(1.5).seconds() == 1.5

@@ -290,7 +290,7 @@ def test_published_faces_carry_their_alpha_and_the_colour_is_keyed_by_track(
     assert sf.alpha is not None and sf.alpha.shape == (128, 128) and sf.alpha.flags.writeable
     expected = build_alpha(128, MaskOptions(shape="face", mouth=0.5), crop_keypoints(sf.face.kps, sf.affine))
     np.testing.assert_array_equal(sf.alpha, expected)
-    assert pipe.color.tracked_keys == set(pipe._chosen_ids) and len(pipe._chosen_ids) == 1
+    assert pipe.color.tracked_keys == set(pipe.finder._chosen_ids) and len(pipe.finder._chosen_ids) == 1
     again = pipe.process_into(astronaut, None, paste=False, t=0.2, reuse=faces)
     assert again[0].alpha is sf.alpha and again[0].crop_bgr is sf.crop_bgr  # slot buffers reused
     # the box default publishes the shared read-only alpha, no per-face buffer

@@ -1,5 +1,5 @@
-"""SwapPipeline public API, SwapProcessor and build_processor (stand-in models; real det_500m
-and insightface's photos where available)."""
+"""SwapPipeline public API, SwapProcessor and the stage's builder, build_booth_processor, for a
+single source face (stand-in models; real det_500m and insightface's photos where available)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,15 @@ import standins
 from inference_fixtures import *  # noqa: F403
 from inference_fixtures import insightface_image, make_cfg
 
+from kiosk.booth.controls import ControlState
+from kiosk.booth.faces import make_library
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ImageError, ModelCorruptError, ModelSignatureError, NoFaceError
+from kiosk.processing.booth_stage import build_booth_processor
 from kiosk.processing.models import missing_models, read_image
 from kiosk.processing.pipeline import SwapPipeline
-from kiosk.processing.stage import PassThrough
-from kiosk.processing.swap_stage import SwapProcessor, build_processor
+from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
+from kiosk.processing.swap_stage import SwapProcessor
 from kiosk.types import SwapResult
 
 pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
@@ -41,6 +44,28 @@ def test_public_api(pipe: SwapPipeline) -> None:
     assert out.shape == FRAME.shape and out.dtype == np.uint8 and out is not FRAME
     assert (out != FRAME).any()
     assert pipe.times.faces == 2 and pipe.times.detect_ms > 0
+
+
+def test_old_attribute_names_are_the_collaborators_state(standin_cfg: KioskConfig) -> None:
+    """The pipeline's attributes are its collaborators' own: reading one reads the owner's, the
+    assignable ones (a stand-in swapper, parser, mask builder, the enhance toggle, the tracker)
+    write through to the one owner, and the others refuse assignment instead of shadowing it."""
+    from kiosk.inference.classic import ClassicSwapper
+    from kiosk.inference.mask import MaskBuilder
+
+    p = SwapPipeline.from_config(standin_cfg)
+    assert p.detector is p.models.detector is p.finder.detector
+    assert p.masks is p.face_step.masks and p.tracker is p.finder.tracker
+    classic = ClassicSwapper()
+    p.swapper = classic
+    assert p.models.swapper is classic and p.classic
+    masks = MaskBuilder()
+    p.masks = masks
+    assert p.face_step.masks is masks
+    p.enhance = False
+    assert p.face_step.enhance is False
+    with pytest.raises(AttributeError, match="read-only"):
+        p.detector = p.detector
 
 
 def test_process_changes_only_the_face_regions(pipe: SwapPipeline) -> None:
@@ -67,9 +92,9 @@ def test_no_face_in_source(standin_cfg: KioskConfig) -> None:
 
 
 def test_source_latent_is_cached(pipe: SwapPipeline) -> None:
-    before = dict(pipe._latents)
+    before = dict(pipe.sources._latents)
     pipe.set_source(SOURCE)
-    assert pipe._latents.keys() == before.keys()
+    assert pipe.sources._latents.keys() == before.keys()
 
 
 def test_enhancer(standin_cfg: KioskConfig) -> None:
@@ -111,44 +136,60 @@ def test_processor_sets_faces_pasted_by_composite(pipe: SwapPipeline) -> None:
             assert np.array_equal(slot.frame_bgr, FRAME)  # the camera frame, crops for the shader
 
 
-# -- build_processor -------------------------------------------------------------------------------
+# -- the builder, for a single source face ---------------------------------------------------------
+# (was swap_stage.build_processor, which returned a pass-through for a broken model: the one
+# builder raises StageUnavailable, as the kiosk has always had it)
 def _cfg_with_source(models_dir: Path, tmp_path: Path, **kw: object) -> KioskConfig:
     src = tmp_path / "face.png"
     cv2.imwrite(str(src), SOURCE)
     cfg = make_cfg(models_dir, **kw)  # type: ignore[arg-type]
-    return cfg.model_copy(update={"processing": cfg.processing.model_copy(update={"source_face": str(src)})})
+    cache = str(tmp_path / "face-cache")
+    return cfg.model_copy(
+        update={
+            "processing": cfg.processing.model_copy(update={"source_face": str(src)}),
+            "faces": cfg.faces.model_copy(update={"cache_dir": cache}),
+        }
+    )
+
+
+def _build(cfg: KioskConfig) -> Processor:
+    return build_booth_processor(cfg, make_library(cfg), ControlState())
 
 
 def test_build_processor_ready(standin_dir: Path, tmp_path: Path) -> None:
-    proc = build_processor(_cfg_with_source(standin_dir, tmp_path))
-    assert isinstance(proc, SwapProcessor)
+    proc = _build(_cfg_with_source(standin_dir, tmp_path))
+    assert isinstance(proc, SwapProcessor) and proc.library is not None  # the photo, as a library
 
 
 def test_build_processor_models_missing(tmp_path: Path) -> None:
     cfg = _cfg_with_source(tmp_path / "empty", tmp_path)
     assert [p.name for p in missing_models(cfg)] == ["det_10g.onnx", "w600k_r50.onnx", "inswapper_128.onnx"]
-    proc = build_processor(cfg)
-    assert isinstance(proc, PassThrough)
-    assert proc.notice.startswith("models missing: det_10g.onnx, w600k_r50.onnx, inswapper_128.onnx in ")
-    assert "run: kiosk models fetch" in proc.notice and "\n" not in proc.notice
+    with pytest.raises(StageUnavailable) as err:
+        _build(cfg)
+    notice = err.value.notice
+    assert notice.startswith("models missing: det_10g.onnx, w600k_r50.onnx, inswapper_128.onnx in ")
+    assert "run: kiosk models fetch" in notice and "\n" not in notice
 
 
 def test_build_processor_corrupt_model(standin_dir: Path, tmp_path: Path) -> None:
     d = tmp_path / "models"
     shutil.copytree(standin_dir, d)
     (d / "inswapper_128.onnx").write_bytes(b"not a model")
-    proc = build_processor(_cfg_with_source(d, tmp_path))
-    assert isinstance(proc, PassThrough) and "inswapper_128.onnx" in proc.notice
-    assert "kiosk models fetch" in proc.notice
+    with pytest.raises(StageUnavailable) as err:
+        _build(_cfg_with_source(d, tmp_path))
+    assert "inswapper_128.onnx" in err.value.notice and "kiosk models fetch" in err.value.notice
+    assert any(w.endswith("inswapper_128.onnx") for w in err.value.watch)  # retried when repaired
 
 
 def test_build_processor_no_source(standin_cfg: KioskConfig, standin_dir: Path, tmp_path: Path) -> None:
-    proc = build_processor(standin_cfg)
-    assert isinstance(proc, PassThrough) and "source_face" in proc.notice
+    proc = _build(standin_cfg)
+    assert isinstance(proc, PassThrough) and "faces.dir" in proc.notice
     cfg = _cfg_with_source(standin_dir, tmp_path)
     cv2.imwrite(cfg.processing.source_face or "", np.full((100, 100, 3), 80, np.uint8))
-    proc = build_processor(cfg)
-    assert isinstance(proc, PassThrough) and "no face found" in proc.notice
+    proc = _build(cfg)
+    slot = SwapResult(frame_bgr=np.zeros_like(FRAME))
+    proc.process(FRAME, slot)  # the photo is scanned on the first frame: no face in it
+    assert "no usable face photos" in slot.notice and not slot.faces
 
 
 def test_from_config_errors(standin_dir: Path, tmp_path: Path) -> None:

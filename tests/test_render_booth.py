@@ -1,14 +1,19 @@
-"""Booth UI layout and animation as pure functions (no GL): easing, carousel tiles, motion, atlas."""
+"""Booth UI layout and animation as pure functions (no GL): easing, carousel tiles, motion, atlas,
+the booth's instance rows."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from numpy.typing import NDArray
 
-from kiosk.render.booth_layer import build_thumb_atlas, square_thumb
+from kiosk.render.booth_attract import ATTRACT_FADE_S, AttractFade
+from kiosk.render.booth_layout import lay_out_booth
 from kiosk.render.booth_ui import (
     TRANSITION_S,
+    BoothView,
     CarouselMotion,
+    FaceThumb,
     carousel_metrics,
     carousel_scrolls,
     carousel_tiles,
@@ -17,6 +22,10 @@ from kiosk.render.booth_ui import (
     shortest_start,
     transition_progress,
 )
+from kiosk.render.font_atlas import FontAtlas
+from kiosk.render.overlay import text_sizes
+from kiosk.render.thumb_atlas import build_thumb_atlas, square_thumb
+from kiosk.render.ui_quads import MODE_GRADIENT, MODE_THUMB, UI_FLOATS, UiFrame
 
 
 def test_ease_out_is_monotonic_and_front_loaded() -> None:
@@ -137,3 +146,69 @@ def test_thumb_atlas_packs_square_cells_with_uvs() -> None:
         square_thumb(np.zeros((8, 8), np.uint8), 8)
     empty, no_uv = build_thumb_atlas([])
     assert no_uv.shape == (0, 4) and empty.shape == (1, 1, 3)
+
+
+# -- the booth layout: instance rows without GL ---------------------------------------------------
+
+_FONTS: dict[int, FontAtlas] = {}
+
+
+def _font(size_px: int) -> FontAtlas:
+    if size_px not in _FONTS:
+        _FONTS[size_px] = FontAtlas(size_px)
+    return _FONTS[size_px]
+
+
+def _faces(n: int) -> list[FaceThumb]:
+    return [FaceThumb(f"k{i}", f"face {i}", np.zeros((8, 8, 3), np.uint8)) for i in range(n)]
+
+
+def _lay_out(view: BoothView, size: tuple[int, int] = (640, 360), fade: float = 1.0) -> UiFrame:
+    def uv(i: int) -> tuple[float, float, float, float]:
+        return (i / 10, 0.0, (i + 1) / 10, 1.0)
+
+    return lay_out_booth(
+        view, size, float(view.selected), fade, status_shown=False, fonts=_font, text_scale=1.0, uv=uv
+    )
+
+
+def _mode(rows: NDArray[np.float32], mode: float) -> NDArray[np.float32]:
+    return rows[rows[:, 18] == mode]
+
+
+def test_the_booth_layout_is_rows_of_banner_badge_and_carousel_without_gl() -> None:
+    frame = _lay_out(BoothView(_faces(3), selected=1, t_switched=0.0, banner="Live AI face swap"))
+    rows = np.concatenate(frame.shapes)
+    assert rows.shape[1] == UI_FLOATS
+    thumbs = _mode(rows, MODE_THUMB)
+    assert len(thumbs) == 3  # one thumbnail per face, each sampling its own part of the atlas
+    assert sorted(float(u) for u in thumbs[:, 4]) == pytest.approx([0.0, 0.1, 0.2])
+    assert len(_mode(rows, MODE_GRADIENT)) == 1  # the carousel's band
+    banner_h = frame.top_inset
+    assert banner_h > 0 and tuple(rows[0, 0:4]) == (0, 0, 640, banner_h)  # the bar across the top
+    assert 0 < frame.bottom_inset < 360 / 2
+    assert all(float(r[1]) >= 360 - frame.bottom_inset - 1 for r in thumbs)
+    assert sum(len(t) for t in frame.text.values()) > 0  # the banner's and the labels' glyphs
+
+    off = _lay_out(BoothView(_faces(3), selected=1, t_switched=0.0, swap_enabled=False))
+    badge = np.concatenate(off.shapes)[0]
+    margin = round(text_sizes((640, 360), 1.0)[0] * 0.6)
+    assert float(badge[2]) == 640 - margin and float(badge[1]) == margin / 2  # top-right, no banner
+    assert off.top_inset == pytest.approx(float(badge[3]))
+
+
+def test_the_attract_layout_darkens_first_and_fades_its_face() -> None:
+    view = BoothView(
+        _faces(4), selected=0, t_switched=0.0, attract=True, attract_lines=["hi"], attract_index=6
+    )
+    frame = _lay_out(view, fade=0.5)
+    rows = np.concatenate(frame.shapes)
+    assert rows[0, 18] == MODE_GRADIENT and tuple(rows[0, 0:4]) == (0, 0, 640, 360)  # under everything
+    (thumb,) = _mode(rows, MODE_THUMB)
+    assert float(thumb[4]) == pytest.approx(0.2) and float(thumb[11]) == 0.5  # face 6 % 4, half faded
+    assert frame.bottom_inset == 0.0  # no carousel under the attract screen
+    fade = AttractFade()
+    assert fade.fade(view, 10.0) == 1.0  # the first face shown is there at once
+    moved = BoothView(_faces(4), selected=0, t_switched=0.0, attract=True, attract_index=7)
+    assert fade.fade(moved, 20.0) == 0.0 and fade.fade(moved, 20.0 + ATTRACT_FADE_S) == 1.0
+    assert fade.fade(BoothView(_faces(4), 0, 0.0), 21.0) == 1.0  # not attracting

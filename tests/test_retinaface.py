@@ -433,7 +433,7 @@ def test_pipeline_tracks_in_letterboxed_regions_with_the_real_file(
     pipe = SwapPipeline.from_config(cfg.model_copy(update={"processing": proc}))
     frame = _portrait_720(t1_bgr)
     pipe.set_source(frame)
-    roi = pipe._roi_detector
+    roi = pipe.finder.roi_detector
     assert isinstance(pipe.detector, RetinaFaceDetector) and isinstance(roi, RetinaFaceDetector)
     assert (roi.det_size, roi.input_size) == (192, 640)  # regions at 192 scale inside the 640 input
     full0, roi0 = pipe.detector.runner.runs, roi.runner.runs
@@ -457,7 +457,7 @@ def test_pipeline_tracks_with_the_standin(standin_dir: Path, tmp_path: Path) -> 
     frames = [
         standins.white_square_frame(h=720, w=1280, squares=((320 + 8 * i, 256, 128),)) for i in range(8)
     ]
-    roi = pipe._roi_detector
+    roi = pipe.finder.roi_detector
     assert roi is not None and (roi.det_size, roi.input_size) == (192, 640)
     roi0 = roi.runner.runs
     tracked = _tracked(pipe, frames)

@@ -169,7 +169,7 @@ def test_no_flicker_when_detections_are_missed(standin_dir: Path) -> None:
 
     def flaky(pipe: SwapPipeline) -> None:
         calls = iter(range(10_000))
-        for det in (pipe.detector, pipe._roi_detector):
+        for det in (pipe.detector, pipe.finder.roi_detector):
             if det is None:
                 continue
             real = det.detect
@@ -201,12 +201,12 @@ def test_clean_clips_do_not_flicker(standin_dir: Path) -> None:
 # -- detection schedule and policy -------------------------------------------------------------------
 def test_full_frame_detection_only_every_n_frames(standin_dir: Path) -> None:
     pipe = _pipe(standin_dir, tracking=True, detect_every=5)
-    assert pipe._roi_detector is not None and pipe._roi_detector.det_size == 192
+    assert pipe.finder.roi_detector is not None and pipe.finder.roi_detector.det_size == 192
     frames, _ = _clip(_still, 30, seed=4)
-    full0, roi0 = pipe.detector.runner.runs, pipe._roi_detector.runner.runs
+    full0, roi0 = pipe.detector.runner.runs, pipe.finder.roi_detector.runner.runs
     per_frame = _run(pipe, frames)
     full = pipe.detector.runner.runs - full0
-    roi = pipe._roi_detector.runner.runs - roi0
+    roi = pipe.finder.roi_detector.runner.runs - roi0
     assert all(len(fs) == 1 for fs in per_frame[FIRST:])
     assert full == 6, full  # frames 0, 5, 10, 15, 20, 25
     assert 29 <= roi <= 31, roi  # one small region per frame (and the new face's on frame 0)

@@ -1,7 +1,8 @@
 """Reading the library's photos off the disk: a photo decoded within bounds (or a one-line
-:class:`PhotoError`), the photo-reader thread that reads, hashes, looks up and decodes new photos so
-the inference thread only runs the models on them, and the SHA-256 of model files (remembered, so a
-big file is hashed once)."""
+:class:`PhotoError`), what reading one photo finds (:func:`read_photo`: its cache entry or its
+decoded picture), the photo-reader thread that does that for new photos so the inference thread
+only runs the models on them, and the SHA-256 of model files (remembered, so a big file is hashed
+once)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,22 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.booth.face_cache import LatentCache, cache_key
 from kiosk.types import FrameBGR
 from kiosk.util.atomic import atomic_write
 from kiosk.util.files import (
+    FileTooLargeError,
+    NotRegularFileError,
     open_regular,
     read_regular_file,
+    regular_file_kind,
     shown,
 )
 from kiosk.util.images import ImageDecodeError, decode_image
 
 log = logging.getLogger(__name__)
+
+MAX_PHOTO_BYTES = 64 << 20  # a staff photo is a few MB
 
 
 class PhotoError(ValueError):
@@ -62,6 +69,34 @@ class PhotoRead:
     cached: tuple[NDArray[np.float32], FrameBGR] | None = None
     image: FrameBGR | None = None
     problem: str = ""
+
+
+def read_photo(path: Path, stamp: tuple[int, int], model_digest: str, cache: LatentCache) -> PhotoRead:
+    """On the reader's thread: the photo's bytes (a regular file only, never blocking on a FIFO
+    or device, bounded), their cache key, and the cached entry or the decoded picture."""
+    name = shown(path.name)
+    if stamp[1] > MAX_PHOTO_BYTES:
+        return PhotoRead(
+            problem=f"{name}: {stamp[1] >> 20} MB is too large for a face photo; use a JPEG under 20 MB"
+        )
+    try:
+        data = read_regular_file(path, MAX_PHOTO_BYTES)
+    except FileTooLargeError:
+        return PhotoRead(problem=f"{name}: grew too large while being read; use a JPEG under 20 MB")
+    except NotRegularFileError as exc:
+        st_kind = regular_file_kind(path) or "not a regular file"
+        log.debug("%s", exc)
+        return PhotoRead(problem=f"{name}: is {st_kind}, not a photo file; replace it with a JPEG or PNG")
+    except OSError as exc:
+        return PhotoRead(problem=f"{name}: cannot read ({exc.strerror or exc}); check permissions")
+    key = cache_key(hashlib.sha256(data).hexdigest(), model_digest)
+    cached = cache.load(key)
+    if cached is not None:
+        return PhotoRead(key, cached=cached)
+    try:
+        return PhotoRead(key, image=decode_photo(data))
+    except PhotoError as exc:
+        return PhotoRead(key, problem=f"{name}: {exc}")
 
 
 class PhotoReader:

@@ -34,9 +34,9 @@ class LiveFigures:
     def of(cls, tracker: LiveTracker) -> LiveFigures:
         return cls(
             stats=tracker.stats(),
-            carry_err_p95=tracker.carry_error_px.percentile(95),
-            stale_err_p95=tracker.stale_error_px.percentile(95),
-            real_face_drops=tracker.dropped_total,
+            carry_err_p95=tracker.counts.carry_error_px.percentile(95),
+            stale_err_p95=tracker.counts.stale_error_px.percentile(95),
+            real_face_drops=tracker.counts.dropped_total,
         )
 
 

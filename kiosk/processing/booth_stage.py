@@ -1,4 +1,7 @@
-"""The kiosk's processing stage: the face pipeline driven by the face library and staff controls."""
+"""The one builder of the kiosk's processing stage (:func:`build_booth_processor`): the face pipeline
+driven by the face library and the staff controls. The kiosk, the tests and anything else that
+wants the stage from a config use it; ``processing.source_face`` alone is a library of one photo
+(:func:`kiosk.booth.faces.make_library`)."""
 
 from __future__ import annotations
 
@@ -37,10 +40,12 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
     selected (``controls.selected_key``), refreshing the library every ``faces.rescan_s`` on the
     inference thread (the library's one writer; the first refresh is its first call).
 
-    A pass-through when the config asks for none (processing off, no source faces).
+    A pass-through when the config asks for none (processing off, no source faces); a source photo
+    without a usable face is the library's problem, shown by the stage as its notice.
     :class:`~kiosk.processing.stage.StageUnavailable` when a model file is missing or corrupt: the
     inference thread keeps what it shows (the last working stage, else the notice) and retries
-    when one of the model files changes or after its back-off."""
+    when one of the model files changes or after its back-off. A caller that wants a stage anyway
+    catches it: ``PassThrough(exc.notice)`` shows the camera with that one line."""
     if not cfg.processing.enabled:
         return PassThrough()
     # Missing models first: that is what a fresh install (and the demo) lacks, and the notice says

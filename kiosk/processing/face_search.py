@@ -1,15 +1,20 @@
 """Detection as the tracker asks for it, once per frame: the whole frame or crops around the faces
 (:func:`detect_in_regions`), merged (:func:`merge_faces`), fed to the tracker
 (:func:`detect_and_track`), and the faces-in-view policy (:func:`select_faces`: all / largest /
-central, with hysteresis). Everything here is per-frame work of the inference thread."""
+central, with hysteresis). :class:`FaceFinder` owns that per-frame plan's state (the tracker, the
+region detector, the chosen faces): the first step of the pipeline, or the whole work of the
+pipelined detection worker. Everything here is per-frame work of one thread."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from kiosk.inference.detector import FaceDetector
+from kiosk.processing.timing import Detection, StageTimes
 from kiosk.processing.tracking import (
     DetectFn,
     DetectManyFn,
@@ -17,6 +22,7 @@ from kiosk.processing.tracking import (
     Policy,
     Region,
     Track,
+    TrackingOptions,
     box_iou,
     face_size,
 )
@@ -211,3 +217,147 @@ def select_faces(
                 return [keep]
         return [best]
     raise ValueError(f"unknown face policy {policy!r}: use all, largest or central")
+
+
+class FaceFinder:
+    """This frame's faces to swap: detected on the whole frame or, when tracking, in regions around
+    the tracked faces (ROI vs full frame, as the tracker plans it), tracked and smoothed, and chosen
+    by ``processing.face_policy`` (at most ``max_faces``).
+
+    Owns the tracker, the region detector and the chosen track ids; holds the full-frame
+    ``detector`` it is given. One per thread: the pipeline's own, or the pipelined detection
+    worker's (with a second session of the detector), so the tracker sees every frame in order."""
+
+    def __init__(
+        self,
+        detector: FaceDetector,
+        *,
+        max_faces: int = 4,
+        face_policy: Policy = "all",
+        tracking: TrackingOptions | None = None,
+    ) -> None:
+        self.detector = detector
+        self.max_faces = int(max_faces)
+        self.face_policy: Policy = face_policy
+        self.tracker: FaceTracker | None = None
+        self.tracking_options: TrackingOptions | None = None
+        #: The detector of the regions around tracked faces (the same model at ``roi_det_size``);
+        #: None without tracking, or when a fixed-size export cannot hold that size.
+        self.roi_detector: FaceDetector | None = None
+        #: Each face of the last :meth:`find`: its track id (None without tracking).
+        self.face_ids: list[int | None] = []
+        self._frame_idx = 0
+        self._chosen_ids: list[int] = []
+        if tracking is not None:
+            self.set_tracking(tracking)
+
+    def set_tracking(self, options: TrackingOptions | None) -> None:
+        """Follow faces across frames with ``options`` (``None``: detect every frame, no smoothing).
+
+        Tracked faces are detected in a small region around each face on every frame (the same
+        model at ``roi_det_size``, at the full-frame scale), the whole frame is searched every
+        ``detect_every`` frames or when a face is lost, the five keypoints are One-Euro smoothed
+        before alignment, and a face whose detection is missed stays swapped (held where it was)
+        for ``hold_frames`` frames (and at most as long as that many frames take at 30 fps). Below
+        10 processed frames a second every frame is searched whole and positions are not smoothed
+        across frames that far apart (see :class:`~kiosk.processing.tracking.FaceTracker`)."""
+        self.tracking_options = options
+        if options is None:
+            self.tracker = None
+            self.roi_detector = None
+            return
+        self.tracker = FaceTracker(
+            min_cutoff=options.min_cutoff,
+            beta=options.beta,
+            max_missed=options.hold_frames,
+            detect_every=options.detect_every,
+        )
+        roi = self.detector.resized(options.roi_det_size)
+        # A fixed-size export letterboxes the regions into its own input (as tiles of one run); if
+        # it could not hold roi_det_size, regions would go through the full model instead.
+        self.roi_detector = None if roi.det_size != options.roi_det_size else roi
+        self._frame_idx = 0
+        self._chosen_ids = []
+
+    def reset(self) -> None:
+        """Forget the tracked faces (a new scene: the source changed or restarted)."""
+        if self.tracker is not None:
+            self.tracker.reset()
+        self._frame_idx = 0
+        self._chosen_ids = []
+
+    def warm_up(self) -> dict[str, float]:
+        """Run each detector twice on zeros: milliseconds per detector (``detector``, ``detector_roi``)."""
+        out: dict[str, float] = {}
+        for name, det in (("detector", self.detector), ("detector_roi", self.roi_detector)):
+            if det is not None:
+                zeros = np.zeros((det.det_size, det.det_size, 3), np.uint8)
+                a = time.perf_counter()
+                det.detect(zeros)
+                det.detect(zeros)
+                out[name] = (time.perf_counter() - a) * 1e3
+        return out
+
+    def run_ms(self) -> float:
+        """Milliseconds the detectors spent inside ONNX Runtime so far."""
+        roi = self.roi_detector
+        return self.detector.runner.run_ms + (roi.runner.run_ms if roi is not None else 0.0)
+
+    def find_faces(self, frame_bgr: FrameBGR, t: float | None = None) -> Detection:
+        """The first stage of :meth:`~kiosk.processing.pipeline.SwapPipeline.process_into` on its
+        own: this frame's faces and their cost. Tracking state advances, so call it once per frame,
+        in frame order."""
+        before = self.run_ms()
+        t0 = time.perf_counter()
+        times = StageTimes()
+        faces = self.find(frame_bgr, t0 if t is None else t, times)
+        return Detection(
+            faces,
+            detect_ms=(time.perf_counter() - t0) * 1e3,
+            track_ms=times.track_ms,
+            session_ms=self.run_ms() - before,
+            full_detection=times.full_detection,
+            ids=tuple(self.face_ids),
+        )
+
+    def find(self, frame_bgr: FrameBGR, t: float, times: StageTimes) -> list[Face]:
+        """This frame's faces to swap (``t``: its time in seconds, for the smoothing); sets
+        :attr:`face_ids`, ``times.track_ms`` and ``times.full_detection``."""
+        if self.tracker is None:
+            faces = self._untracked_faces(frame_bgr)
+            self.face_ids = [None] * len(faces)
+            return faces
+        return self._tracked_faces(frame_bgr, t, times)
+
+    def _untracked_faces(self, frame_bgr: FrameBGR) -> list[Face]:
+        faces = self.detector.detect(frame_bgr)
+        if self.face_policy != "all" and len(faces) > 1:
+            pseudo = [Track(i, f, f, 1, 0, 1) for i, f in enumerate(faces)]
+            faces = [tr.face for tr in select_faces(pseudo, self.face_policy, frame_bgr.shape, 1)]
+        return faces[: self.max_faces]
+
+    def _tracked_faces(self, frame_bgr: FrameBGR, t: float, times: StageTimes) -> list[Face]:
+        assert self.tracker is not None
+        roi_det = self.roi_detector
+        roi = roi_geometry(frame_bgr.shape, self.detector.det_size, roi_det.det_size) if roi_det else None
+        before = self.run_ms()
+        a = time.perf_counter()
+        full_runs = self.detector.runner.runs
+        tracks = detect_and_track(
+            self.tracker,
+            frame_bgr,
+            self._frame_idx,
+            t,
+            self.detector.detect,
+            roi_det.detect if roi_det is not None else None,
+            roi,
+            roi_det.detect_many if roi_det is not None and roi_det.tiles_per_run > 1 else None,
+        )
+        self._frame_idx += 1
+        times.full_detection = self.detector.runner.runs != full_runs
+        chosen = select_faces(tracks, self.face_policy, frame_bgr.shape, self.max_faces, self._chosen_ids)
+        self._chosen_ids = [tr.id for tr in chosen]
+        self.face_ids = list(self._chosen_ids)
+        # The tracker's own time: the detection call minus the time the detectors spent.
+        times.track_ms = (time.perf_counter() - a) * 1e3 - (self.run_ms() - before)
+        return [tr.face for tr in chosen]

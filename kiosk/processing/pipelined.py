@@ -2,12 +2,13 @@
 
 The processor's thread (the kiosk's inference thread) hands each new frame to a detection worker
 and swaps the faces of the frame before it, whose detection the worker finished meanwhile. The
-worker has its own pipeline: its own detector session(s) and the face tracker, so the tracker sees
-every frame in order. Frame rate becomes ``1 / max(detect, swap)`` instead of ``1 / (detect +
-swap)`` where the two stages can run at once (two free cores, or a GPU with one stream per
-session); the price is one frame of latency: a call returns the result of the previous frame
-(:attr:`PipelinedDetection.result_lag` says so; the inference thread labels the result with that
-frame's sequence number and capture time).
+worker has its own face search (:class:`~kiosk.processing.face_search.FaceFinder`): its own
+detector session(s) and the face tracker, so the tracker sees every frame in order. Frame rate
+becomes ``1 / max(detect, swap)`` instead of ``1 / (detect + swap)`` where the two stages can run
+at once (two free cores, or a GPU with one stream per session); the price is one frame of
+latency: a call returns the result of the previous frame (:attr:`PipelinedDetection.result_lag`
+says so; the inference thread labels the result with that frame's sequence number and capture
+time).
 
 A failure of the detector in the worker is raised by :meth:`DetectionJob.wait` on the
 processor's thread, as an error of that frame; a worker that does not answer within
@@ -25,6 +26,7 @@ import weakref
 import numpy as np
 
 from kiosk.config import KioskConfig
+from kiosk.processing.face_search import FaceFinder
 from kiosk.processing.models import open_detector
 from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.timing import Detection
@@ -59,7 +61,7 @@ class DetectionJob:
         return self.result
 
 
-def _worker(jobs: queue.Queue[DetectionJob | None], finder: SwapPipeline) -> None:
+def _worker(jobs: queue.Queue[DetectionJob | None], finder: FaceFinder) -> None:
     """The worker thread's loop (a function, so the thread keeps no reference to its owner)."""
     while True:
         job = jobs.get()
@@ -82,11 +84,11 @@ def _stop(jobs: queue.Queue[DetectionJob | None], thread: threading.Thread) -> N
 class PipelinedDetection:
     """The detection worker of a pipelined processor.
 
-    ``finder`` is a pipeline used only for :meth:`SwapPipeline.find_faces` (its own detector
-    session, and the tracker when tracking is on); it runs on the worker thread only.
+    ``finder`` is the worker's face search (its own detector session, and the tracker when tracking
+    is on): only :meth:`FaceFinder.find_faces` is called, on the worker thread only.
     """
 
-    def __init__(self, finder: SwapPipeline, timeout_s: float = WAIT_TIMEOUT_S) -> None:
+    def __init__(self, finder: FaceFinder, timeout_s: float = WAIT_TIMEOUT_S) -> None:
         self.finder = finder
         self.timeout_s = float(timeout_s)
         #: 1 when the last :meth:`next` returned the previous frame, 0 for the first frame.
@@ -104,20 +106,14 @@ class PipelinedDetection:
     @classmethod
     def from_config(cls, cfg: KioskConfig, pipe: SwapPipeline) -> PipelinedDetection:
         """A worker with a second session of the configured detector, tracking as ``pipe``'s."""
-        finder = SwapPipeline(
+        finder = FaceFinder(
             open_detector(cfg),
-            pipe.embedder,
-            pipe.swapper,
             max_faces=pipe.max_faces,
-            tracking=pipe.tracking_options,
             face_policy=pipe.face_policy,
+            tracking=pipe.tracking_options,
         )
         if cfg.models.providers.warmup:
-            for det in (finder.detector, finder._roi_detector):
-                if det is not None:
-                    zeros = np.zeros((det.det_size, det.det_size, 3), np.uint8)
-                    det.detect(zeros)
-                    det.detect(zeros)
+            finder.warm_up()
         return cls(finder)
 
     @property

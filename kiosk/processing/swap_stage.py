@@ -1,7 +1,7 @@
 """The processing stage the inference thread runs around :class:`~kiosk.processing.pipeline.SwapPipeline`:
 :class:`SwapProcessor` (the booth, a fixed ``processing.source_face``, ``kiosk bench``), its label
-with the swapper's licence, where it composites, and :func:`build_processor` for a single source face
-(the booth's builder is :func:`kiosk.processing.booth_stage.build_booth_processor`)."""
+with the swapper's licence and where it composites. The one builder of the stage from a config is
+:func:`kiosk.processing.booth_stage.build_booth_processor`."""
 
 from __future__ import annotations
 
@@ -15,12 +15,10 @@ from numpy.typing import NDArray
 
 from kiosk.config import KioskConfig
 from kiosk.inference import jit
-from kiosk.inference.errors import ImageError, ModelError, NoFaceError
 from kiosk.processing.assign import VisitorFaces
-from kiosk.processing.models import missing_models_notice, read_image
 from kiosk.processing.pipeline import SwapPipeline
-from kiosk.processing.pipelined import PipelinedDetection, open_pipelined
-from kiosk.processing.stage import PassThrough, Processor
+from kiosk.processing.pipelined import PipelinedDetection
+from kiosk.processing.stage import PassThrough
 from kiosk.types import Face, FrameBGR, SwapResult
 
 if TYPE_CHECKING:
@@ -225,38 +223,3 @@ def stage_composite(cfg: KioskConfig) -> str:
     """Where the processing stage's faces are pasted: ``display.composite``, except that the live
     display always composites on the GPU (it moves the crops onto newer frames in the shader)."""
     return "gpu" if cfg.display.composite == "gpu" or cfg.display.mode == "live" else "cpu"
-
-
-def build_processor(cfg: KioskConfig) -> Processor:
-    """The processor for the inference thread. Never raises for a missing or broken model or source
-    face: it returns a :class:`PassThrough` whose one-line notice names the problem and the fix."""
-    if not cfg.processing.enabled:
-        return PassThrough(notice="")
-    missing = missing_models_notice(cfg)
-    if missing:
-        return PassThrough(notice=missing)
-    if not cfg.processing.source_face:
-        return PassThrough(
-            notice="no source face configured — set processing.source_face to a photo in the config"
-        )
-    try:
-        pipe = SwapPipeline.from_config(cfg)
-    except ModelError as exc:
-        log.error("%s", exc)
-        return PassThrough(notice=f"{exc}")
-    src_path = cfg.resolve(cfg.processing.source_face)
-    try:
-        image = read_image(src_path)
-        pipe.set_source(image, key=str(src_path))
-    except ImageError as exc:
-        return PassThrough(notice=f"source face: {exc}")
-    except NoFaceError:
-        return PassThrough(notice=f"no face found in {src_path} — use a clear frontal photo")
-    try:
-        pipelined = open_pipelined(cfg, pipe)
-    except ModelError as exc:
-        log.error("%s", exc)
-        return PassThrough(notice=f"{exc}")
-    proc = SwapProcessor(pipe, composite=stage_composite(cfg), pipelined=pipelined)
-    log.info("face swap ready: %s, source %s%s", proc.name, src_path, ", pipelined" if pipelined else "")
-    return proc

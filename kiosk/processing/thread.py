@@ -4,9 +4,10 @@ Errors climb a ladder (ARCHITECTURE.md, "Ownership and failure"):
 
 1. A stage call that raises costs that frame only: nothing is published for it, so the screen
    keeps the last good result (its frame and its crops) instead of flashing the visitor's face.
-2. ``rebuild_after_errors`` failures in a row, or half of the last :data:`ERROR_WINDOW` calls,
-   drop the stage and rebuild it; rebuilds back off exponentially (``restart_initial_s`` doubling
-   up to ``restart_max_s``), and the back-off resets only after a stage ran :data:`HEALTHY_S`.
+2. ``rebuild_after_errors`` failures in a row, or half of the last
+   :data:`~kiosk.processing.ladder.ERROR_WINDOW` calls, drop the stage and rebuild it; rebuilds
+   back off exponentially (``restart_initial_s`` doubling up to ``restart_max_s``), and the
+   back-off resets only after a stage ran :data:`~kiosk.processing.ladder.HEALTHY_S`.
 3. A stage that cannot be built (a model file missing or corrupt, a live reload to a broken
    config) keeps the last working stage where there is one, with a notice saying why; the build
    is retried after the back-off, and at once when a watched model file changes (mtime, size or
@@ -18,23 +19,30 @@ Errors climb a ladder (ARCHITECTURE.md, "Ownership and failure"):
    (:mod:`kiosk.util.heartbeat`), so a stage that is slow but progressing (six faces at 1.5 s a
    swapper call) is never taken for a hung one.
 
-Every field of the thread's own state (``_processor``, ``_fallback``, ``_restart_delay``, the build
-bookkeeping) is written by the inference thread only. A build runs on a short-lived loader thread
-that hands its result over through one :class:`_BuildJob` object (an atomic reference plus an
-event); other threads ask for a rebuild through a queue (:meth:`reconfigure`). Its meters
-(:class:`InferenceMeters`) are the kind's, handed in by the wiring and shared with the threads
-before and after it; it writes them only until it is abandoned (:class:`kiosk.stats.MeterWriter`).
+Every field of the thread's own state (``_processor``, ``_fallback``, the ladder's counters) is
+written by the inference thread only. The thread composes what it runs from:
+
+- :class:`~kiosk.processing.loader.StageLoader`: the builds, each on a short-lived loader thread
+  that hands its result over through one :class:`~kiosk.processing.loader.BuildJob` (an atomic
+  reference plus an event), their retries and the watched model files; other threads ask for a
+  rebuild through its queue (:meth:`InferenceThread.reconfigure`);
+- :class:`~kiosk.processing.ladder.FailureWindow` and :class:`~kiosk.processing.ladder.Backoff`:
+  rule 2 and the rebuild delays of the ladder (:class:`~kiosk.processing.ladder.ErrorPolicy` holds
+  its bounds; it is re-exported here);
+- :class:`BufferWiring`: the input and live-anchor buffers, which other threads change only by
+  asking (:meth:`InferenceThread.rewire`);
+- the :class:`~kiosk.util.heartbeat.Heartbeat` its model calls tick, which bounds each call;
+- :class:`InferenceMeters`: the kind's, handed in by the wiring and shared with the threads before
+  and after it; it writes them only until it is abandoned (:class:`kiosk.stats.MeterWriter`).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
 import queue
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -42,22 +50,20 @@ import numpy as np
 
 from kiosk.booth.controls import ControlState
 from kiosk.capture.live import AnchorSlot, LiveAnchor
+from kiosk.processing.ladder import Backoff, ErrorPolicy, FailureWindow
+from kiosk.processing.loader import StageLoader
 from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
 from kiosk.stats import LatencyRecorder, MeterWriter, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 from kiosk.util import heartbeat, limits
 from kiosk.util.errors import one_line
-from kiosk.util.heartbeat import Bounds, Heartbeat
+from kiosk.util.heartbeat import Heartbeat
+
+__all__ = ["ErrorPolicy", "InferenceMeters", "InferenceThread", "new_swap_result"]
 
 log = logging.getLogger(__name__)
 
-#: The window of recent calls for the failure-rate rule (rebuild when half of them failed).
-ERROR_WINDOW = 20
-#: A stage that ran this long resets the rebuild back-off.
-HEALTHY_S = 30.0
-#: How often watched model files are stat()ed while a failed build waits for its retry.
-WATCH_INTERVAL_S = 0.25
 #: A new stage's first frames get ``load_stall_s`` instead of ``stall_s`` between two beats (lazy
 #: engine builds; each model's first calls get it too, see :mod:`kiosk.util.heartbeat`).
 WARM_CALLS = 3
@@ -65,27 +71,6 @@ WARM_CALLS = 3
 
 def new_swap_result() -> SwapResult:
     return SwapResult(frame_bgr=np.zeros((1, 1, 3), np.uint8))
-
-
-@dataclass(frozen=True)
-class ErrorPolicy:
-    """The ladder's bounds (``processing.*`` in the config)."""
-
-    rebuild_after_errors: int = 5
-    stall_s: float = 5.0
-    load_stall_s: float = 120.0
-
-    @classmethod
-    def of(cls, proc: object) -> ErrorPolicy:
-        return cls(
-            rebuild_after_errors=int(getattr(proc, "rebuild_after_errors", 5)),
-            stall_s=float(getattr(proc, "stall_s", 5.0)),
-            load_stall_s=float(getattr(proc, "load_stall_s", 120.0)),
-        )
-
-    @property
-    def bounds(self) -> Bounds:
-        return Bounds(stall_s=self.stall_s, load_stall_s=self.load_stall_s)
 
 
 @dataclass
@@ -105,42 +90,45 @@ class InferenceMeters:
     build_failures: int = 0  # stage builds that failed (missing or broken models, a stalled build)
 
 
-class _BuildJob:
-    """One build on a loader thread; ``result``/``error`` are final once ``done`` is set."""
-
-    def __init__(self, build: Callable[[], Processor], generation: int) -> None:
-        self.generation = generation
-        self.started = time.perf_counter()
-        self.result: Processor | None = None
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, args=(build,), name="processor-loader", daemon=True)
-        self.thread.start()
-
-    def _run(self, build: Callable[[], Processor]) -> None:
-        try:
-            self.result = build()
-        except BaseException as exc:  # handed to the inference thread, which logs and retries
-            self.error = exc
-        finally:
-            self.done.set()
-
-
-def _file_signature(paths: tuple[str, ...]) -> tuple[tuple[int, int, int] | None, ...]:
-    out: list[tuple[int, int, int] | None] = []
-    for p in paths:
-        try:
-            st = os.stat(p)
-            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
-        except OSError:
-            out.append(None)
-    return tuple(out)
-
-
 def _why(exc: BaseException) -> str:
     """One line for the staff notice and the stats: a resource limit (out of memory or descriptors)
     named with its fix, else the exception's first line with its type."""
     return limits.limit_problem(exc, fds=0) or one_line(exc, 160, with_type=True)
+
+
+class BufferWiring:
+    """The buffers an inference thread reads frames from and hands live anchors to.
+
+    Each reference has one writer, the inference thread (:meth:`take`): another thread only asks
+    for new ones (:meth:`ask`, a queue), except before the inference thread runs (:meth:`set`)."""
+
+    def __init__(self, inp: TripleBuffer[CapturedFrame], anchors: TripleBuffer[AnchorSlot] | None) -> None:
+        self._inp, self._anchors = inp, anchors
+        self._asked: queue.SimpleQueue[
+            tuple[TripleBuffer[CapturedFrame], TripleBuffer[AnchorSlot] | None]
+        ] = queue.SimpleQueue()
+
+    @property
+    def inp(self) -> TripleBuffer[CapturedFrame]:
+        return self._inp
+
+    @property
+    def anchors(self) -> TripleBuffer[AnchorSlot] | None:
+        return self._anchors
+
+    def ask(self, inp: TripleBuffer[CapturedFrame], anchors: TripleBuffer[AnchorSlot] | None) -> None:
+        self._asked.put((inp, anchors))
+
+    def set(self, inp: TripleBuffer[CapturedFrame], anchors: TripleBuffer[AnchorSlot] | None) -> None:
+        self._inp, self._anchors = inp, anchors
+
+    def take(self) -> None:
+        """Apply what was asked for since the last call (the newest request wins)."""
+        while True:
+            try:
+                self._inp, self._anchors = self._asked.get_nowait()
+            except queue.Empty:
+                return
 
 
 class InferenceThread(threading.Thread):
@@ -159,7 +147,8 @@ class InferenceThread(threading.Thread):
     ) -> None:
         """``meters``: the kind's meters to count on (the wiring's); fresh ones when None."""
         super().__init__(name="inference", daemon=True)
-        self._inp = inp
+        #: The input and anchor buffers (:attr:`inp`, :attr:`anchors`; changed by :meth:`rewire`).
+        self._wiring = BufferWiring(inp, anchors)
         self.out = out
         self._stop_event = stop
         self.policy = policy or ErrorPolicy()
@@ -175,34 +164,15 @@ class InferenceThread(threading.Thread):
         self.heartbeat = Heartbeat(self.policy.bounds)
         self.processor_name = "passthrough"
         self._abandoned = threading.Event()  # set by the supervisor: never publish again
-        self._requests: queue.SimpleQueue[tuple[Callable[[], Processor], ErrorPolicy | None]] = (
-            queue.SimpleQueue()
-        )
+        #: Builds the stage on loader threads; other threads ask it for a new one (reconfigure).
+        self._loader = StageLoader(build_processor)
         # This thread's own state (single writer: run()):
-        self._build = build_processor
-        self._generation = 0
-        self._restart_initial_s = restart_initial_s
-        self._restart_max_s = restart_max_s
-        self._restart_delay = restart_initial_s
+        self._backoff = Backoff(restart_initial_s, restart_max_s)
+        self._window = FailureWindow()
         self._processor: Processor | None = None
         self._provider: tuple[str, str | None, bool] = ("", None, False)  # see provider_info
-        self._anchors = anchors
-        #: New input and anchor buffers asked for by another thread (:meth:`rewire`), taken by run().
-        self._wiring: queue.SimpleQueue[
-            tuple[TripleBuffer[CapturedFrame], TripleBuffer[AnchorSlot] | None]
-        ] = queue.SimpleQueue()
-        self._loaders: list[threading.Thread] = []  # build threads, joined at shutdown
         self._fallback = PassThrough("loading the face models…")
         self._bypass = PassThrough()
-        self._job: _BuildJob | None = None
-        self._retry_at = 0.0  # perf_counter of the next build attempt; 0: none scheduled
-        self._watch: tuple[str, ...] = ()
-        self._watch_sig: tuple[tuple[int, int, int] | None, ...] = ()
-        self._next_watch = 0.0
-        self._consecutive = 0
-        self._recent: deque[bool] = deque(maxlen=ERROR_WINDOW)
-        self._installed_at = 0.0
-        self._logged_burst = False
         self.processor_name = self._fallback.name
 
     # -- read by other threads ----------------------------------------------------------------
@@ -231,14 +201,14 @@ class InferenceThread(threading.Thread):
     @property
     def inp(self) -> TripleBuffer[CapturedFrame]:
         """The captured frames this thread reads (replaced only by this thread, see :meth:`rewire`)."""
-        return self._inp
+        return self._wiring.inp
 
     @property
     def anchors(self) -> TripleBuffer[AnchorSlot] | None:
         """Live display: each result's crops also go, as an immutable snapshot, to the capture
         thread's keypoint tracker through this buffer (None: synced display, nothing extra is
         copied). Replaced only by this thread, see :meth:`rewire`."""
-        return self._anchors
+        return self._wiring.anchors
 
     def rewire(self, inp: TripleBuffer[CapturedFrame], anchors: TripleBuffer[AnchorSlot] | None) -> None:
         """Read frames from ``inp`` and hand live anchors to ``anchors`` from the next iteration on
@@ -246,16 +216,12 @@ class InferenceThread(threading.Thread):
         through a queue and this thread applies it, so each buffer reference has one writer. Before
         the thread runs, the change is applied at once."""
         if not self.is_alive():
-            self._inp, self._anchors = inp, anchors
-            return
-        self._wiring.put((inp, anchors))
+            self._wiring.set(inp, anchors)
+        else:
+            self._wiring.ask(inp, anchors)
 
     def _take_wiring(self) -> None:
-        while True:
-            try:
-                self._inp, self._anchors = self._wiring.get_nowait()
-            except queue.Empty:
-                return
+        self._wiring.take()
 
     def abandon(self) -> None:
         """Give up on this thread (its call hangs): it never publishes again and exits when (if)
@@ -273,15 +239,12 @@ class InferenceThread(threading.Thread):
         return self._abandoned.is_set()
 
     def loader_alive(self) -> bool:
-        return any(t.is_alive() for t in self._loaders)
+        return self._loader.alive()
 
     def join_loaders(self, timeout_s: float) -> bool:
         """After stop: join the loader threads (they check the stop event between builds).
         Returns False if a loader is still inside a build after ``timeout_s``."""
-        deadline = time.perf_counter() + timeout_s
-        for t in list(self._loaders):
-            t.join(max(0.0, deadline - time.perf_counter()))
-        return not self.loader_alive()
+        return self._loader.join(timeout_s)
 
     def release(self) -> None:
         """Drop the processing stage once this thread and the loaders have stopped, so its ONNX
@@ -297,74 +260,30 @@ class InferenceThread(threading.Thread):
     ) -> None:
         """Swap in a new processing stage built in the background; frames keep flowing through
         the old one until the new one is ready, and the old one stays if the new one fails."""
-        self._requests.put((build_processor, policy))
+        self._loader.request(build_processor, policy)
 
     # -- the thread's own state ---------------------------------------------------------------
-    def _next_delay(self) -> float:
-        delay = self._restart_delay
-        self._restart_delay = min(self._restart_delay * 2.0, self._restart_max_s)
-        return delay
-
-    def _start_build(self) -> None:
-        self._retry_at = 0.0
-        self._job = _BuildJob(self._build, self._generation)
-        self._loaders = [t for t in self._loaders if t.is_alive()] + [self._job.thread]
-
-    def _schedule_build(self, delay_s: float) -> None:
-        self._retry_at = time.perf_counter() + delay_s
-
     def _housekeeping(self, now: float) -> None:
-        requested = False
-        while True:
-            try:
-                self._build, policy = self._requests.get_nowait()
-            except queue.Empty:
-                break
-            if policy is not None:
-                self.policy = policy
-                self.heartbeat.bounds = policy.bounds
-            requested = True
+        requested, policy = self._loader.take_requests()
+        if policy is not None:
+            self.policy = policy
+            self.heartbeat.bounds = policy.bounds
         if requested:
-            self._generation += 1
-            self._restart_delay = self._restart_initial_s
-            if self._job is None:
-                self._start_build()
-            # else: the running build is stale; a new one starts when it ends
-        job = self._job
-        if job is not None:
-            if job.done.is_set():
-                self._job = None
-                if job.generation != self._generation:
-                    self._start_build()
-                elif job.error is None and job.result is not None:
-                    self._install(job.result, now)
-                else:
-                    self._build_failed(job.error or RuntimeError("build returned nothing"))
-            elif now - job.started > self.policy.load_stall_s:
-                self._job = None  # its thread is left to finish or hang; its result is ignored
-                self._build_failed(
-                    TimeoutError(f"building the stage took over {self.policy.load_stall_s:g} s")
-                )
-            return
-        if self._retry_at:
-            if now >= self._retry_at:
-                self._start_build()
-            elif self._watch and now >= self._next_watch:
-                self._next_watch = now + WATCH_INTERVAL_S
-                if _file_signature(self._watch) != self._watch_sig:
-                    log.info("a model file changed: rebuilding the processing stage now")
-                    self._start_build()
+            self._backoff.reset()
+        built = self._loader.poll(now, self.policy.load_stall_s)
+        if isinstance(built, BaseException):
+            self._build_failed(built)
+        elif built is not None:
+            self._install(built, now)
 
     def _install(self, processor: Processor, now: float) -> None:
         self._set_processor(processor)
         self.processor_name = processor.name
         self.problem = ""
-        self._watch = ()
-        self._consecutive = 0
-        self._recent.clear()
+        self._window.clear()
         self.heartbeat.warm(WARM_CALLS)
         self.heartbeat.last_frame_s = 0.0  # how slow the previous stage was says nothing of this one
-        self._installed_at = now
+        self._backoff.installed(now)
         log.info("processing stage ready: %s", processor.name)
 
     def _count(self, *, errors: int = 0, restarts: int = 0, build_failures: int = 0) -> None:
@@ -377,65 +296,55 @@ class InferenceThread(threading.Thread):
 
     def _build_failed(self, exc: BaseException) -> None:
         self._count(build_failures=1)
+        watch: tuple[str, ...] = ()
         if isinstance(exc, StageUnavailable):
             why = exc.notice
-            self._watch = exc.watch
+            watch = exc.watch
         else:
             why = f"face pipeline failed to start: {_why(exc)}"
-            self._watch = ()
             log.error("processing stage failed to start", exc_info=exc)
-        self._watch_sig = _file_signature(self._watch)
         self.last_error = why
-        delay = self._next_delay()
+        delay = self._backoff.next()
         if self._processor is not None:
             self.problem = f"keeping the previous face swap: {why}; retrying"
         else:
             self._fallback = PassThrough(f"{why}; retrying")
             self.processor_name = self._fallback.name
         log.warning("%s (retry in %.1f s or when a model file changes)", why, delay)
-        self._schedule_build(delay)
+        self._loader.retry_in(delay, watch)
 
     def _succeeded(self, now: float) -> None:
         self.ok_calls += 1
-        self._consecutive = 0
-        self._recent.append(False)
-        self._logged_burst = False
-        if self._restart_delay != self._restart_initial_s and now - self._installed_at > HEALTHY_S:
-            self._restart_delay = self._restart_initial_s
+        self._window.succeeded()
+        self._backoff.ran(now)
 
     def _failed(self, exc: Exception, frame: CapturedFrame, out: SwapResult) -> bool:
         """Count a failed call of the installed stage; True if ``out`` now holds a result to publish."""
         self._count(errors=1)
         self.last_error = _why(exc)
-        self._consecutive += 1
-        self._recent.append(True)
-        if not self._logged_burst:
+        if self._window.failed():
             log.warning("processing stage raised; skipping the frame", exc_info=exc)
-            self._logged_burst = True
-        limit = self.policy.rebuild_after_errors
-        if self._consecutive < limit and (
-            len(self._recent) < ERROR_WINDOW or sum(self._recent) * 2 < ERROR_WINDOW
-        ):
+        if not self._window.exceeded(self.policy.rebuild_after_errors):
             return False  # transient: the screen keeps the last good result
         self._count(restarts=1)
         self._set_processor(None)
         self.heartbeat.last_frame_s = 0.0  # the pass-through meanwhile is not slow
-        delay = self._next_delay()
+        delay = self._backoff.next()
         self._fallback = PassThrough(
             f"face swap paused after repeated errors ({self.last_error}); rebuilding in {delay:.1f} s"
         )
         self.processor_name = self._fallback.name
-        log.error("processing stage failed %d times: rebuilding it in %.1f s", self._consecutive, delay)
-        self._consecutive = 0
-        self._recent.clear()
-        self._watch = ()
-        self._schedule_build(delay)
+        log.error(
+            "processing stage failed %d times: rebuilding it in %.1f s", self._window.consecutive, delay
+        )
+        self._window.clear()
+        self._loader.retry_in(delay)
         self._fallback.process(frame.frame_bgr, out)
         return True
 
     def run(self) -> None:
         heartbeat.bind(self.heartbeat)  # the stage's model calls tick it
-        self._start_build()
+        self._loader.start()
         prev_frame = (0, 0.0)  # seq and capture time of the frame before this one
         while not self._stop_event.is_set() and not self._abandoned.is_set():
             self._take_wiring()

@@ -63,7 +63,3 @@ class Detection:
     full_detection: bool = True
     #: Each face's track id (None without tracking): colour correction and per-visitor faces follow it.
     ids: tuple[int | None, ...] = ()
-
-
-#: Crop buffers per face in flight: a returned crop stays valid for this many calls minus one
-#: (the processing triple buffer holds at most three results).

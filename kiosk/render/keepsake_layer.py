@@ -9,9 +9,10 @@
   photo is kept;
 - a failure line.
 
-Shapes are the booth layer's instanced UI quads (``shaders/ui.*``; the QR code is a mode-1 quad
-sampling its own texture), text the overlay's font atlases (``shaders/text.*``). Instances are laid
-out again only when what is drawn changes (every frame only while the digit animates).
+Shapes are the instanced UI quads of :mod:`kiosk.render.ui_quads` (``shaders/ui.*``; the QR code
+is a mode-1 quad sampling its own texture), text the overlay's font atlases (``shaders/text.*``).
+Instances are laid out again only when what is drawn changes (every frame only while the digit
+animates).
 """
 
 from __future__ import annotations
@@ -22,21 +23,12 @@ import moderngl
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.render.booth_layer import (
-    ACCENT,
-    MODE_THUMB,
-    PANEL,
-    UI_FLOATS,
-    WHITE,
-    UiLayer,
-    _alpha,
-    _Frame,
-    ui_quad,
-)
 from kiosk.render.font_atlas import INSTANCE_FLOATS, FontAtlas
 from kiosk.render.keepsake_ui import KeepsakeView
 from kiosk.render.overlay import TextBatch, TextMetrics, text_sizes
 from kiosk.render.shaders import blend_over
+from kiosk.render.ui_layer import UiLayer
+from kiosk.render.ui_quads import ACCENT, MODE_THUMB, PANEL, UI_FLOATS, WHITE, UiFrame, ui_quad, with_alpha
 
 #: The countdown digit's height, fraction of the smaller logical side.
 DIGIT_FRACTION = 0.42
@@ -116,7 +108,7 @@ class KeepsakeLayer(UiLayer):
         self._qr_texture = tex
         self._qr_modules = modules
 
-    def _upload(self, frame: _Frame) -> None:
+    def _upload(self, frame: UiFrame) -> None:
         self._shapes.upload(
             np.concatenate(frame.shapes) if frame.shapes else np.zeros((0, UI_FLOATS), np.float32)
         )
@@ -148,8 +140,8 @@ class KeepsakeLayer(UiLayer):
         ctx.disable(moderngl.BLEND)
 
     # -- layout ----------------------------------------------------------------------------------
-    def _layout(self, view: KeepsakeView, logical_size: tuple[int, int]) -> _Frame:
-        frame = _Frame(shapes=[], text={})
+    def _layout(self, view: KeepsakeView, logical_size: tuple[int, int]) -> UiFrame:
+        frame = UiFrame(shapes=[], text={})
         self.qr_rect = None
         if view.count:
             self._countdown(frame, view, logical_size)
@@ -161,7 +153,7 @@ class KeepsakeLayer(UiLayer):
             self._message(frame, view.message, logical_size)
         return frame
 
-    def _countdown(self, frame: _Frame, view: KeepsakeView, logical_size: tuple[int, int]) -> None:
+    def _countdown(self, frame: UiFrame, view: KeepsakeView, logical_size: tuple[int, int]) -> None:
         width, height = logical_size
         unit = min(width, height)
         digit_px = max(24, round(unit * DIGIT_FRACTION * min(max(self._text_scale, 0.5), 1.5)))
@@ -180,14 +172,14 @@ class KeepsakeLayer(UiLayer):
             ui_quad(
                 (cx - r, cy - r, cx + r, cy + r),
                 (0.0, 0.0, 0.0, 0.35),
-                color2=_alpha(ACCENT, 0.95),
+                color2=with_alpha(ACCENT, 0.95),
                 radius=r,
                 border=max(3.0, r * 0.06),
             )
         )
         text = str(view.count)
         m = TextMetrics.of(atlas)
-        rows = atlas.layout(text, 0.0, 0.0, _alpha(WHITE, fade))
+        rows = atlas.layout(text, 0.0, 0.0, with_alpha(WHITE, fade))
         # centre the digit's ink (capital height) on the ring, scaled from the atlas size
         scale = digit_px / atlas.size_px * pop
         ink_cy = (m.ink_top + atlas.ascent) / 2
@@ -214,7 +206,7 @@ class KeepsakeLayer(UiLayer):
         )
         frame.add_text(small, hint, cx - w / 2, y + sm.pad_y - sm.ink_top, WHITE)
 
-    def _prompt(self, frame: _Frame, view: KeepsakeView, logical_size: tuple[int, int]) -> None:
+    def _prompt(self, frame: UiFrame, view: KeepsakeView, logical_size: tuple[int, int]) -> None:
         width, height = logical_size
         base_px, message_px = text_sizes(logical_size, self._text_scale)
         big, small = self._font(message_px), self._font(base_px)
@@ -248,7 +240,7 @@ class KeepsakeLayer(UiLayer):
                 ui_quad((bx0, by0, bx0 + inner * left, by0 + bar_h), ACCENT, radius=bar_h / 2)
             )
 
-    def _qr_card(self, frame: _Frame, view: KeepsakeView, logical_size: tuple[int, int]) -> None:
+    def _qr_card(self, frame: UiFrame, view: KeepsakeView, logical_size: tuple[int, int]) -> None:
         assert view.qr is not None
         width, height = logical_size
         base_px, _ = text_sizes(logical_size, self._text_scale)
@@ -303,7 +295,7 @@ class KeepsakeLayer(UiLayer):
                 ui_quad((x0 + pad, by0, x0 + pad + inner * left, by0 + bar_h), ACCENT, radius=bar_h / 2)
             )
 
-    def _message(self, frame: _Frame, text: str, logical_size: tuple[int, int]) -> None:
+    def _message(self, frame: UiFrame, text: str, logical_size: tuple[int, int]) -> None:
         width, height = logical_size
         _, message_px = text_sizes(logical_size, self._text_scale)
         big = self._font(message_px)

@@ -58,6 +58,7 @@ from numpy.typing import NDArray
 from kiosk.config import KioskConfig, default_config_path, load_config
 from kiosk.processing.models import read_image
 from kiosk.processing.pipeline import SwapPipeline
+from kiosk.processing.pipelined import PipelinedDetection, open_pipelined
 from kiosk.processing.stage import Processor
 from kiosk.processing.swap_stage import SwapProcessor
 from kiosk.tools.bench_frames import (
@@ -92,7 +93,12 @@ class BenchProcessor(SwapProcessor):
     policy, ``faces_pasted`` set by it) with a recorder of its stage times in ``on_frame``."""
 
     def __init__(
-        self, pipe: SwapPipeline, composite: str, capacity: int, skip: int = 5, pipelined: Any = None
+        self,
+        pipe: SwapPipeline,
+        composite: str,
+        capacity: int,
+        skip: int = 5,
+        pipelined: PipelinedDetection | None = None,
     ) -> None:
         super().__init__(
             pipe,
@@ -114,7 +120,7 @@ class BenchProcessor(SwapProcessor):
         self.idle = threading.Event()
         self.idle.set()
         self._det_runners = [pipe.detector.runner] + (
-            [pipe._roi_detector.runner] if pipe._roi_detector is not None else []
+            [pipe.finder.roi_detector.runner] if pipe.finder.roi_detector is not None else []
         )
         self._det_before = 0.0
         self._cpu_before = 0.0
@@ -443,8 +449,6 @@ def run_bench(
     warm["load_total"] = load_ms
     original_infer = slow_swapper(pipe, swap_ms) if swap_ms > 0 else None
     # Live display carries the crops onto newer frames in the shader: no CPU paste-back then.
-    from kiosk.processing.pipelined import open_pipelined
-
     # processing.pipelined: the detection worker, as the kiosk's processor has it (it used to be
     # reported in the setup but never built here)
     proc = BenchProcessor(
@@ -532,7 +536,9 @@ def run_bench(
             "tracking": pipe.tracker is not None,
             "detect_every": cfg.processing.detect_every if pipe.tracker is not None else 1,
             "det_size": pipe.detector.det_size,
-            "roi_det_size": pipe._roi_detector.det_size if pipe._roi_detector is not None else None,
+            "roi_det_size": pipe.finder.roi_detector.det_size
+            if pipe.finder.roi_detector is not None
+            else None,
             "max_faces": pipe.max_faces,
             "detector": Path(pipe.detector.path).name,
             "swapper": pipe.swapper.spec.id,

@@ -578,9 +578,9 @@ def simulate_live(
         synced,
         synced_frame,
         anchor_frame,
-        dict(tracker.dropped),
-        tracker.anchors_seen,
-        tracker.tracks_born,
+        dict(tracker.counts.dropped),
+        tracker.counts.anchors_seen,
+        tracker.counts.tracks_born,
     )
 
 

@@ -1,0 +1,99 @@
+"""The face library's cache on disk: one ``.npz`` per photo and model set holding the swapper
+latent and the thumbnail, so a photo runs the models once, not at every start.
+
+An entry's key is the photo's SHA-256 and a digest of the models the latent depends on
+(embedder and swapper), so a changed photo or model never meets a stale entry. Entries are
+written atomically; one that is stale (another cache version or thumbnail size) is ignored and
+overwritten, a corrupt one (any bytes, or a FIFO or device in its place) is deleted and rebuilt.
+:meth:`LatentCache.prune` deletes the entries of photos no longer in the library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from kiosk.types import FrameBGR
+from kiosk.util.atomic import atomic_write
+from kiosk.util.files import FileTooLargeError, read_regular_file
+
+log = logging.getLogger(__name__)
+
+CACHE_VERSION = 1
+MAX_CACHE_ENTRY_BYTES = 16 << 20  # an entry is a latent and a thumbnail: a few hundred KB
+_CACHE_NAME = re.compile(r"[0-9a-f]{24}-[0-9a-f]{0,12}\.npz")
+
+
+def cache_key(photo_sha256: str, model_digest: str) -> str:
+    """The entry name of a photo (its SHA-256, hex) under a model set: changes when either does."""
+    return f"{photo_sha256[:24]}-{model_digest[:12]}"
+
+
+class LatentCache:
+    """(latent, thumbnail) by cache key in ``cache_dir``, for thumbnails of ``thumb_px``."""
+
+    def __init__(self, cache_dir: Path, thumb_px: int) -> None:
+        self.cache_dir = cache_dir
+        self.thumb_px = thumb_px
+
+    def load(self, key: str) -> tuple[NDArray[np.float32], FrameBGR] | None:
+        """The cached (latent, thumbnail), or None: missing, stale (recomputed and overwritten), or
+        corrupt (any bytes: deleted, then recomputed)."""
+        path = self.cache_dir / f"{key}.npz"
+        try:
+            try:  # a regular file only, bounded: a FIFO or device in its place is never opened to block
+                data = read_regular_file(path, MAX_CACHE_ENTRY_BYTES)
+            except FileNotFoundError:
+                return None
+            except FileTooLargeError:
+                raise ValueError("larger than any cache entry") from None
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                if int(z["version"]) != CACHE_VERSION or int(z["thumb_px"]) != self.thumb_px:
+                    return None
+                latent = np.asarray(z["latent"])
+                thumb = np.asarray(z["thumb"])
+            if latent.size == 0 or latent.size > 1 << 20 or not np.all(np.isfinite(latent)):
+                raise ValueError("bad latent")
+            if thumb.shape != (self.thumb_px, self.thumb_px, 3):
+                raise ValueError(f"thumbnail of shape {thumb.shape}")
+            return latent.astype(np.float32), np.ascontiguousarray(thumb, dtype=np.uint8)
+        except Exception as exc:  # BadZipFile, EOFError, ValueError, KeyError, OSError, ...
+            log.warning("face cache entry %s is corrupt (%s); rebuilding it", path.name, type(exc).__name__)
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+            return None
+
+    def save(self, key: str, latent: NDArray[np.float32], thumb: FrameBGR) -> None:
+        path = self.cache_dir / f"{key}.npz"
+        buf = io.BytesIO()
+        np.savez(buf, version=CACHE_VERSION, thumb_px=self.thumb_px, latent=latent, thumb=thumb)
+        try:
+            atomic_write(path, buf.getvalue(), mode=0o600, fsync=True)
+        except OSError as exc:  # a read-only cache only costs start-up time
+            log.warning("face cache not written (%s): %s", path.parent, exc)
+
+    def prune(self, keep: Iterable[str]) -> None:
+        """Delete the entries whose key is not in ``keep`` (photos that are no longer in the
+        library), and temp files left over from a write that died."""
+        kept = {f"{key}.npz" for key in keep}
+        try:
+            names = os.listdir(self.cache_dir)
+        except OSError:
+            return
+        now = time.time()
+        for name in names:
+            path = self.cache_dir / name
+            with contextlib.suppress(OSError):
+                left_over = name.endswith(".tmp") and ".npz." in name and now - path.stat().st_mtime > 3600
+                if (_CACHE_NAME.fullmatch(name) and name not in kept) or left_over:
+                    path.unlink()
+                    log.info("face cache entry pruned: %s", name)
