@@ -40,7 +40,7 @@ def main() -> None:
     app.stop.set()
     for i in range(5000):
         app.screen.latency_ms.add(10.0 + i % 7)
-        app.inference.process_ms.add(3.0 + i % 5)
+        app.inference.meters.process_ms.add(3.0 + i % 5)
     stats = app.stats()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -1,14 +1,22 @@
 """Small, lock-free-enough counters for per-thread rates and latency percentiles.
 
 Each meter has one writer thread; readers (overlay, stats JSON) only read floats and ints,
-which is safe in CPython.
+which is safe in CPython. A worker kind's meters outlive its threads (Frigate-style: the
+supervisor creates them once and every thread of that kind is handed the same ones, so a
+replacement counts on where the thread it replaced stopped); :class:`MeterWriter` keeps the one
+writer rule across that hand-over.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from types import TracebackType
+from typing import Generic, TypeVar
 
 import numpy as np
+
+M = TypeVar("M")
 
 
 class RateMeter:
@@ -76,3 +84,34 @@ class LatencyRecorder:
     @property
     def count(self) -> int:
         return self._n
+
+
+class MeterWriter(Generic[M]):
+    """One worker thread's right to write its kind's shared meters, until :meth:`revoke`.
+
+    ``with writer as meters:`` holds the right for one write and gives the meters, or None once
+    revoked: a thread abandoned inside a call that returns later (a hung native call) writes
+    nothing more, so only the current thread of a kind ever writes its meters. Exact, not just
+    likely: :meth:`revoke` takes the same lock as a write, so when it returns no write of the
+    abandoned thread is in progress and none starts, and the replacement starts only after it.
+    The lock is the thread's own (only it and the one revoking take it, for a few additions), so
+    the current thread never waits on an abandoned one.
+    """
+
+    def __init__(self, meters: M) -> None:
+        self._meters: M | None = meters
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> M | None:
+        self._lock.acquire()
+        return self._meters
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._lock.release()
+
+    def revoke(self) -> None:
+        """No write after this returns (the thread was abandoned; a fresh one takes its meters)."""
+        with self._lock:
+            self._meters = None

@@ -144,7 +144,7 @@ def test_source_failure_shows_message_keeps_rendering_and_recovers():
     assert any("Camera unavailable" in m and "reconnecting" in m for m in seen_messages)
     assert len(set(rendered_during_outage)) > 5  # the display kept drawing during the outage
     assert FailingThenOk.opens == 2  # came back by itself
-    assert app.capture.reconnects >= 1
+    assert app.capture.meters.reconnects >= 1
     assert app.stats()["source"]["reconnects"] >= 1
 
 

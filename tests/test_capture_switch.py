@@ -102,7 +102,7 @@ def test_switch_returns_at_once_and_the_same_thread_opens_the_new_source(buffers
         assert time.perf_counter() - t0 < 0.05
         assert cap.switch_pending is not None
         assert _wait(lambda: cap.description.startswith("blocking (200"))
-        assert a.closed and cap.switches == 1 and cap.reconnects == 0
+        assert a.closed and cap.switches == 1 and cap.meters.reconnects == 0
         gen = out.generation
         assert _wait(lambda: out.generation >= gen + 3)
         frame = out.read()

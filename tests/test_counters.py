@@ -4,10 +4,14 @@ and the outputs derive from the snapshot, not from the threads' live state."""
 
 from __future__ import annotations
 
+import threading
 import time
+
+import numpy as np
 
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.config import KioskConfig
+from kiosk.types import SwapResult
 from kiosk.util.heartbeat import Bounds
 
 
@@ -23,8 +27,8 @@ def _processed_at_30_fps(app: KioskApp, t_end: float, n: int = 30) -> None:
     inf = app.inference
     for k in range(n):
         t = t_end - (n - 1 - k) / 30.0
-        inf.rate.tick(t)
-        inf.process_ms.add(20.0)
+        inf.meters.rate.tick(t)
+        inf.meters.process_ms.add(20.0)
 
 
 def _process_line(app: KioskApp, now: float) -> str:
@@ -76,6 +80,71 @@ def test_processed_frames_and_times_keep_counting_across_an_abandoned_thread() -
         assert after["latency_ms"]["process_sum"] == before["latency_ms"]["process_sum"] == 600.0
         assert after["processing"]["abandoned_threads"] == 1
     finally:
+        app.shutdown(0.5)
+
+
+class _FailsThenHangs:
+    """The first stage built fails its first 3 calls, then its call hangs; the next one (the
+    replacement thread's) fails its first 2 calls, then works."""
+
+    name = "fails-then-hangs"
+    built = 0
+    gate = threading.Event()
+    inside = threading.Event()  # the first stage's call hangs now
+
+    def __init__(self) -> None:
+        _FailsThenHangs.built += 1
+        self.first = _FailsThenHangs.built == 1
+        self.calls = 0
+
+    def process(self, frame_bgr: np.ndarray, out: SwapResult) -> None:
+        self.calls += 1
+        if self.calls <= (3 if self.first else 2):
+            raise RuntimeError("provider error")
+        if self.first:
+            _FailsThenHangs.inside.set()
+            _FailsThenHangs.gate.wait(10)
+        np.copyto(out.frame_bgr, frame_bgr)
+        out.notice = ""
+
+
+def _until(cond, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert cond()
+
+
+def test_the_totals_run_on_across_a_replaced_inference_thread() -> None:
+    """The supervisor's meters are handed to the replacement: its errors count on from the
+    abandoned thread's (3 + 2), its frames from the abandoned thread's, nothing is added up."""
+    _FailsThenHangs.built = 0
+    _FailsThenHangs.gate.clear()
+    _FailsThenHangs.inside.clear()
+    cfg = KioskConfig.model_validate(
+        {"source": {"kind": "synthetic"}, "processing": {"stall_s": 0.5, "load_stall_s": 0.5}}
+    )
+    app = KioskApp(cfg, RunOptions(headless=True), processor_factory=_FailsThenHangs)
+    first = app.inference
+    app.workers.start()
+    try:
+        _until(_FailsThenHangs.inside.is_set)
+        assert app.stats()["processing"]["errors"] == 3
+        frames_of_the_first = app.stats()["frames"]["processed"]
+
+        def abandoned() -> bool:
+            app.check_pipeline(time.perf_counter())
+            return app.supervisor.abandoned_threads == 1
+
+        _until(abandoned)
+        assert app.inference is not first and app.inference.meters is first.meters
+        _until(lambda: app.inference.ok_calls > 0)
+        s = app.stats()
+        assert s["processing"]["errors"] == 3 + 2  # the abandoned thread's and the replacement's
+        assert s["frames"]["processed"] > frames_of_the_first
+        assert s["processing"]["restarts"] == 0 and s["processing"]["abandoned_threads"] == 1
+    finally:
+        _FailsThenHangs.gate.set()
         app.shutdown(0.5)
 
 

@@ -106,7 +106,7 @@ def test_two_percent_failed_calls_keep_the_swap_on_screen(tmp_path, faults, scre
     share = sum(samples) / len(samples)
     print(f"\nswap on screen in {share:.1%} of {len(samples)} samples, {faults.failed} failed calls")
     assert share >= 0.95
-    assert app.inference.restarts == 0  # a transient failure never rebuilds the stage
+    assert app.inference.meters.restarts == 0  # a transient failure never rebuilds the stage
 
 
 def test_persistent_failure_rebuilds_with_backoff_and_heals(tmp_path, faults, screen):
@@ -120,8 +120,8 @@ def test_persistent_failure_rebuilds_with_backoff_and_heals(tmp_path, faults, sc
         time.sleep(6.0)
         seen["notice"] = app.overlay_texts(time.perf_counter())["notice"]
         inf = app.inference
-        seen["restarts"], seen["errors"] = inf.restarts, inf.errors
-        seen["builds"] = inf.restarts + getattr(inf, "build_failures", 0)  # rebuild attempts
+        seen["restarts"], seen["errors"] = inf.meters.restarts, inf.meters.errors
+        seen["builds"] = inf.meters.restarts + inf.meters.build_failures  # rebuild attempts
         faults.persistent = False
         marks["heal"] = time.perf_counter()
         deadline = marks["heal"] + 12.0

@@ -515,8 +515,8 @@ overlay: {{debug: false}}
         deadline = time.monotonic() + 110
         while time.monotonic() < deadline and not app.inference.processor_name.startswith("swap"):
             time.sleep(0.2)
-        start = app.inference.rate.count
-        while time.monotonic() < deadline and app.inference.rate.count < start + 8:
+        start = app.inference.meters.rate.count
+        while time.monotonic() < deadline and app.inference.meters.rate.count < start + 8:
             time.sleep(0.2)
         time.sleep(0.5)
         app.stop.set()

@@ -99,13 +99,13 @@ def test_one_failed_call_costs_only_its_frame():
         gen = out.generation
         _feed(inp, 66)  # this frame makes the stage raise: nothing is published for it
         deadline = time.time() + 2
-        while t.errors == 0 and time.time() < deadline:
+        while t.meters.errors == 0 and time.time() < deadline:
             time.sleep(0.01)
-        assert t.errors == 1 and "provider error" in t.last_error
+        assert t.meters.errors == 1 and "provider error" in t.last_error
         assert out.generation == gen  # the screen keeps the last good result
         _feed(inp, 5)
         assert _next(out).frame_bgr[0, 0, 0] == 250  # the same stage swaps the next frame
-        assert len(built) == 1 and t.restarts == 0
+        assert len(built) == 1 and t.meters.restarts == 0
     finally:
         stop.set()
         t.join(2)
@@ -124,8 +124,8 @@ def test_repeated_failures_rebuild_the_stage_with_backoff():
         while time.time() < deadline:
             _feed(inp, 66)  # every call fails
             time.sleep(0.005)
-        assert t.restarts >= 2
-        assert t.errors >= 5 * t.restarts  # five failures in a row before each rebuild
+        assert t.meters.restarts >= 2
+        assert t.meters.errors >= 5 * t.meters.restarts  # five failures in a row before each rebuild
         gaps = np.diff(built)
         assert len(built) <= 7  # 0.05, 0.1, 0.2, 0.4, 0.8 s: doubling, not a rebuild per error
         assert gaps[-1] > gaps[0] * 3

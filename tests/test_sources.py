@@ -171,8 +171,8 @@ def test_capture_reconnects_when_the_source_appears_and_recovers_after_failure(t
         while thread.state != "running" and time.time() < deadline:
             time.sleep(0.02)
         assert thread.state == "running"
-        assert thread.reconnects >= 1
-        assert thread.rate.count > 0
+        assert thread.meters.reconnects >= 1
+        assert thread.meters.rate.count > 0
     finally:
         stop.set()
         thread.join(2)
@@ -217,7 +217,7 @@ def test_capture_survives_a_failing_read_and_resumes():
             slot = buf.read()
             seen_second = slot is not None and slot.frame_bgr[0, 0, 0] == 2
         assert seen_second, "no frame after the source was reopened"
-        assert thread.reconnects == 1
+        assert thread.meters.reconnects == 1
         assert thread.state == "running"
     finally:
         stop.set()

@@ -7,12 +7,17 @@
 - The live tracker is the capture thread's: the render loop reads its figures only from the
   snapshot :attr:`LiveFeed.figures` the capture thread publishes, never from the tracker itself
   (whose dictionaries the capture thread is changing meanwhile).
+- A worker kind's meters are shared by its threads one after the other (the supervisor's, handed
+  in by the wiring): a thread abandoned inside a hung call writes them no more when the call
+  returns, so the replacement is their one writer.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import pytest
@@ -20,9 +25,13 @@ from test_runtime import Inverting, _feed, _next
 
 from kiosk.capture.live import AnchorSlot, LiveTracker, new_live_frame
 from kiosk.capture.live_feed import LiveFeed, LiveFigures
-from kiosk.capture.thread import new_captured_frame
-from kiosk.processing.thread import InferenceThread, new_swap_result
+from kiosk.capture.thread import CaptureMeters, CaptureThread, new_captured_frame
+from kiosk.config import SourceConfig
+from kiosk.processing.thread import InferenceMeters, InferenceThread, new_swap_result
 from kiosk.sync import TripleBuffer
+from kiosk.types import CapturedFrame, SwapResult
+
+T = TypeVar("T")
 
 
 def test_another_thread_cannot_assign_the_inference_threads_buffers_and_rewire_is_applied_by_it():
@@ -113,3 +122,138 @@ def test_the_kiosks_counters_never_call_into_the_capture_threads_tracker(monkeyp
     monkeypatch.setattr(tracker, "stats", not_from_this_thread)
     counters = app.counters(detailed=True)
     assert counters.live == app.live_feed.figures.stats
+
+
+HUNG = 99  # the frame value the fake hung call hangs on
+
+
+def _inference_figures(m: InferenceMeters) -> tuple[float, ...]:
+    p = m.process_ms
+    return (m.rate.count, m.swap_rate.count, p.count, p.total, m.errors, m.restarts, m.build_failures)
+
+
+def _wait(cond, timeout_s: float = 5.0) -> None:
+    deadline = time.time() + timeout_s
+    while not cond() and time.time() < deadline:
+        time.sleep(0.01)
+    assert cond()
+
+
+class _PublishHangs(TripleBuffer[T]):
+    """An output buffer whose publish of the frame HUNG blocks: the thread's call returned and it
+    passed its abandoned check, but has not counted the frame yet (the race of an abandon)."""
+
+    def __init__(self, factory: Callable[[], T], inside: threading.Event, release: threading.Event) -> None:
+        super().__init__(factory)
+        self._inside, self._release = inside, release
+
+    def publish(self) -> None:
+        if self.write_slot().seq == HUNG:
+            self._inside.set()
+            self._release.wait(10)
+        super().publish()
+
+
+@pytest.mark.parametrize("where", ["stage call returns", "stage call raises", "before its counts"])
+def test_an_abandoned_inference_thread_never_writes_the_shared_meters_when_its_call_returns(where):
+    meters = InferenceMeters()
+    inside, release = threading.Event(), threading.Event()
+
+    class HangsOnce(Inverting):
+        def process(self, frame_bgr, out: SwapResult) -> None:
+            if int(frame_bgr[0, 0, 0]) == HUNG and where != "before its counts":
+                inside.set()
+                release.wait(10)  # a native call that returns after the replacement took over
+                if where == "stage call raises":
+                    raise RuntimeError("the hung call failed late")
+            super().process(frame_bgr, out)
+
+    inp = TripleBuffer(new_captured_frame)
+    out: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
+    if where == "before its counts":
+        out = _PublishHangs(new_swap_result, inside, release)
+    first_stop, second_stop = threading.Event(), threading.Event()
+    first = InferenceThread(HangsOnce, inp, out, first_stop, meters=meters)
+    second = InferenceThread(Inverting, inp, TripleBuffer(new_swap_result), second_stop, meters=meters)
+    first.start()
+    try:
+        _wait(lambda: first.processor_name == "invert")
+        _feed(inp, 10)
+        _next(out)
+        _feed(inp, HUNG)
+        assert inside.wait(5)
+        first.abandon()  # what the supervisor does; the wiring then starts a fresh thread
+        second.start()
+        _wait(lambda: second.processor_name == "invert")
+        before = meters.rate.count
+        _feed(inp, 20)
+        _wait(lambda: meters.rate.count > before)  # the replacement took over the meters
+        second_stop.set()
+        second.join(2)
+        took_over = _inference_figures(meters)
+        release.set()  # the hung call returns now
+        first.join(2)
+        assert not first.is_alive()
+        assert _inference_figures(meters) == took_over
+    finally:
+        release.set()
+        first_stop.set()
+        second_stop.set()
+        first.join(2)
+        second.join(2)
+
+
+@pytest.mark.parametrize("where", ["source read returns", "before its counts"])
+def test_an_abandoned_capture_thread_never_writes_the_shared_meters_when_its_read_returns(where):
+    meters = CaptureMeters()
+    inside, release = threading.Event(), threading.Event()
+
+    class Frames:
+        description = "frames"
+
+        def __init__(self, hang_at: int | None) -> None:
+            self.hang_at, self.n = hang_at, 0
+
+        def open(self) -> None:
+            pass
+
+        def read(self, out=None):
+            self.n += 1
+            if self.n == self.hang_at and where != "before its counts":
+                inside.set()
+                release.wait(10)  # a driver call that returns after the replacement took over
+            time.sleep(0.005)
+            return np.zeros((8, 8, 3), np.uint8)
+
+        def close(self) -> None:
+            pass
+
+    cfg = SourceConfig(kind="synthetic", mirror=False)
+    first_stop, second_stop = threading.Event(), threading.Event()
+    out: TripleBuffer[CapturedFrame] = TripleBuffer(new_captured_frame)
+    if where == "before its counts":
+        out = _PublishHangs(new_captured_frame, inside, release)
+    first = CaptureThread(cfg, lambda: Frames(HUNG + 1), out, first_stop, meters=meters)
+    second = CaptureThread(
+        cfg, lambda: Frames(None), TripleBuffer(new_captured_frame), second_stop, meters=meters
+    )
+    first.start()
+    try:
+        assert inside.wait(5)
+        assert meters.rate.count == HUNG  # frames 0 .. HUNG - 1
+        first.abandon()  # stuck in a source call: the wiring starts a fresh one on fresh buffers
+        second.start()
+        _wait(lambda: meters.rate.count > HUNG + 10)  # the replacement counts on
+        second_stop.set()
+        second.join(2)
+        took_over = (meters.rate.count, meters.reconnects, meters.live_errors)
+        release.set()
+        first.join(2)
+        assert not first.is_alive()
+        assert (meters.rate.count, meters.reconnects, meters.live_errors) == took_over
+    finally:
+        release.set()
+        first_stop.set()
+        second_stop.set()
+        first.join(2)
+        second.join(2)

@@ -1,7 +1,8 @@
 """One frozen snapshot of the kiosk's counters, taken once per rendered frame.
 
-The render loop reads the worker threads' meters once (:meth:`CounterReader.read`, from each figure's
-owner: the wiring's threads and buffers, the supervisor, the screen, the booth) and every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
+The render loop reads the kiosk's figures once (:meth:`CounterReader.read`, from each figure's
+owner: the supervisor's worker meters and health, the wiring's threads and buffers, the screen, the
+booth) and every figure the kiosk reports comes from that one :class:`Counters`: the ``--stats-json`` file and
 the monitoring textfile (:func:`stats_dict`), the debug overlay (:func:`debug_lines`) and systemd's
 ``STATUS=`` (:func:`status_line`). So the four never disagree about one moment, and a rate is
 computed in one place: a processing thread that is hung, abandoned or dead reports 0 frames per
@@ -138,9 +139,10 @@ class ConfigInForce(Protocol):
 
 
 class CounterReader:
-    """Reads one :class:`Counters` from the figures' owners (each the one writer of its figures:
-    the worker threads their meters, the supervisor the retired threads' and the health, the
-    render loop the screen's, the booth session the controls). Only the render loop reads."""
+    """Reads one :class:`Counters` from the figures' owners: the supervisor's meters of each worker
+    kind (written by the kind's current thread, and counting on across replacements) and its
+    health, the current threads' state, the render loop's screen, the booth session's controls.
+    Only the render loop reads."""
 
     def __init__(self, parts: FrameParts, supervisor: Supervisor, reload: ConfigInForce) -> None:
         self._parts = parts
@@ -157,8 +159,9 @@ class CounterReader:
 
         p = self._parts
         wired, screen, controls = p.workers.now, p.screen, p.controls
-        retired, cfg, faces = self._supervisor.retired, self._reload.cfg, self._reload.library.snapshot
+        cfg, faces = self._reload.cfg, self._reload.library.snapshot
         cap, inf = wired.capture, wired.inference
+        cm, im = self._supervisor.meters.capture, self._supervisor.meters.inference
         provider, gpu_requested, gpu_fallback = inf.provider_info()
         health = self._supervisor.health(now, inf)
         stalled_for_s = health.stalled_for_s
@@ -179,32 +182,32 @@ class CounterReader:
                 kind=cfg.source.kind,
                 state=cap.state,
                 last_error=cap.last_error,
-                reconnects=cap.reconnects,
-                frames=cap.rate.count,
-                mean_fps=cap.rate.mean_fps,
-                fps_now=cap.rate.fps_at(now) if cap.is_alive() else 0.0,
-                live_errors=cap.live_errors,
+                reconnects=cm.reconnects,
+                frames=cm.rate.count,
+                mean_fps=cm.rate.mean_fps,
+                fps_now=cm.rate.fps_at(now) if cap.is_alive() else 0.0,
+                live_errors=cm.live_errors,
             ),
             processing=ProcessingCounters(
                 stage=inf.processor_name,
-                frames=retired.processed + inf.rate.count,
-                mean_fps=inf.rate.mean_fps,
-                fps_now=0.0 if stopped else inf.rate.fps_at(now),
-                swap_fps=inf.swap_rate.mean_fps,
-                swap_fps_now=0.0 if stopped else inf.swap_rate.fps_at(now),
+                frames=im.rate.count,
+                mean_fps=im.rate.mean_fps,
+                fps_now=0.0 if stopped else im.rate.fps_at(now),
+                swap_fps=im.swap_rate.mean_fps,
+                swap_fps_now=0.0 if stopped else im.swap_rate.fps_at(now),
                 stalled_for_s=stalled_for_s,
                 # A slow stage that keeps progressing is slow, not stalled, between its frames.
                 no_result_s=0.0 if health.slow_frame_s else screen.stalled_s(now, cap.state),
                 slow_frame_s=health.slow_frame_s,
                 dead=dead,
                 unrecovered_s=health.unrecovered_s,
-                process_p50=pct(inf.process_ms, 50),
-                process_p95=pct(inf.process_ms, 95),
-                process_sum=retired.process_sum + inf.process_ms.total,
-                process_samples=retired.process_samples + inf.process_ms.count,
-                errors=retired.errors + inf.errors,  # failed calls, over every inference thread
-                restarts=retired.restarts + inf.restarts,  # stage rebuilds, over every thread
-                build_failures=inf.build_failures,
+                process_p50=pct(im.process_ms, 50),
+                process_p95=pct(im.process_ms, 95),
+                process_sum=im.process_ms.total,
+                process_samples=im.process_ms.count,
+                errors=im.errors,  # failed calls, over every inference thread
+                restarts=im.restarts,  # stage rebuilds, over every thread
+                build_failures=im.build_failures,
                 abandoned_threads=self._supervisor.abandoned_threads,
                 last_error=inf.last_error,
                 problem=inf.problem,

@@ -107,7 +107,7 @@ class KioskApp:
         self.screen = Screen()
         #: Keepsakes (keepsake.enabled): the service and its on-screen flow, while run() runs.
         self.keepsake = KeepsakeHost(self.session, lambda: self.screen.shown_picture)
-        #: Hang supervision: abandons hung calls, restarts dead workers, keeps retired threads' meters.
+        #: Hang supervision: abandons hung calls, restarts dead workers, owns the workers' meters.
         self.supervisor = Supervisor(self.stop)
         #: Every buffer and worker thread (:mod:`kiosk.app.wiring`: built once, rebuilt through it).
         self.workers = Workers(

@@ -58,8 +58,8 @@ class Screen:
         if not auto:
             return "live" if live else "synced"
         # the swapping stage's own rate: a pass-through (models loading) runs at camera rate
-        processing = inf.swap_rate.fps_at(now) if inf.is_alive() and not inf.hung_for(now) else 0.0
-        return self.auto_mode.update(now, cap.rate.fps_at(now), processing)
+        processing = inf.meters.swap_rate.fps_at(now) if inf.is_alive() and not inf.hung_for(now) else 0.0
+        return self.auto_mode.update(now, cap.meters.rate.fps_at(now), processing)
 
     def take(
         self, result: SwapResult | None, mode: str, auto: bool, frozen: bool, renderer: Any, t: float

@@ -1,22 +1,26 @@
 """Hang supervision of the worker threads: progress, not frames, proves life.
 
-The render loop asks :class:`Supervisor` once a frame (:meth:`Supervisor.check_inference`) and
-once a second (:meth:`Supervisor.check_workers`). It
+The render loop asks :class:`Supervisor` (through :class:`kiosk.app.wiring.Workers`) once a frame
+(:meth:`Supervisor.check_inference`) and once a second (:meth:`Supervisor.check_workers`). It
 
 - abandons an inference thread whose current unit of work hangs (:mod:`kiosk.util.heartbeat`: one
   model call past ``stall_s`` and a few times what that model's recent calls took, or the stage's
   own work without a beat for ``stall_s``; ``load_stall_s`` while models load and engines build)
-  and has the kiosk start a fresh one on a fresh output buffer. A stage that is slow but
+  and has the wiring start a fresh one on a fresh output buffer. A stage that is slow but
   progressing (every call returns) is never abandoned: it is reported as *slow (N s a frame)*;
 - replaces a capture thread stuck in a source call, and restarts a worker thread that died;
-- keeps the meters of the threads it retired (errors, rebuilds, frames, process time), so the
-  kiosk's totals run on across replacements, and the clock of an unrecovered stall (exit 3 after
-  ``processing.recovery_s``);
+- owns the worker kinds' meters (:class:`Meters`, Frigate-style): created once here and handed by
+  the wiring to every thread it builds, so a replacement counts on where the thread it replaced
+  stopped (frames, process time, errors, rebuilds, reconnects) and nothing is added up when a
+  thread is replaced. Only the current thread of a kind writes them: an abandoned one writes no
+  more, even if its hung call returns (:class:`kiosk.stats.MeterWriter`);
+- keeps the clock of an unrecovered stall (exit 3 after ``processing.recovery_s``);
 - never joins an abandoned thread: it may sit inside native code (ONNX Runtime) for good, and the
   exit leaves without it (:func:`kiosk.appliance.exit.leave`).
 
-It never touches buffers or builds threads itself: the kiosk does (``replace`` callbacks), so
-there is one place that wires producers to buffers.
+It never touches buffers or builds threads itself: :class:`kiosk.app.wiring.Workers` does (the
+``replace`` callbacks, all through :func:`kiosk.app.wiring.wire`), so there is one place that
+wires producers to buffers.
 """
 
 from __future__ import annotations
@@ -24,10 +28,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kiosk.capture.thread import CaptureThread
-from kiosk.processing.thread import InferenceThread
+from kiosk.capture.thread import CaptureMeters, CaptureThread
+from kiosk.processing.thread import InferenceMeters, InferenceThread
 from kiosk.util.heartbeat import SLOW_FRAME_S
 
 log = logging.getLogger(__name__)
@@ -51,22 +55,12 @@ class Health:
     quiet: bool
 
 
-@dataclass
-class Retired:
-    """Counts of replaced inference threads (each thread counts its own)."""
+@dataclass(frozen=True)
+class Meters:
+    """Every worker kind's meters, for the life of the kiosk (handed to each thread of that kind)."""
 
-    errors: int = 0
-    restarts: int = 0
-    processed: int = 0
-    process_sum: float = 0.0
-    process_samples: int = 0
-
-    def add(self, inf: InferenceThread) -> None:
-        self.errors += inf.errors
-        self.restarts += inf.restarts
-        self.processed += inf.rate.count
-        self.process_sum += inf.process_ms.total
-        self.process_samples += inf.process_ms.count
+    capture: CaptureMeters = field(default_factory=CaptureMeters)
+    inference: InferenceMeters = field(default_factory=InferenceMeters)
 
 
 class Supervisor:
@@ -74,10 +68,13 @@ class Supervisor:
 
     def __init__(self, stop: threading.Event) -> None:
         self.stop = stop
-        self.retired = Retired()
+        self.meters = Meters()
         self.abandoned_threads = 0  # inference threads given up on after a hung call
         self.thread_restarts = 0
         self.t_unrecovered = 0.0  # perf_counter at which the unrecovered hang began; 0: healthy
+        #: The inference meters' frame count when a thread was last abandoned (frames after it are
+        #: the fresh thread's: the abandoned one counts no more).
+        self._processed_at_abandon = 0
 
     # -- inference ------------------------------------------------------------------------------
     def check_inference(
@@ -101,12 +98,12 @@ class Supervisor:
                 reading.hung_s,
                 reading.allowance_s,
             )
-            inf.abandon()
+            inf.abandon()  # it writes the meters no more: from here on they count the fresh thread
             self.abandoned_threads += 1
-            self.retired.add(inf)
+            self._processed_at_abandon = inf.meters.rate.count
             replace(inf)
         elif self.t_unrecovered and (
-            inf.ok_calls > 0 or (not swap_enabled and inf.rate.count > 0)
+            inf.ok_calls > 0 or (not swap_enabled and inf.meters.rate.count > self._processed_at_abandon)
         ):  # the fresh stage works (or staff turned swapping off and frames flow)
             log.info("processing recovered %.1f s after the stall", now - self.t_unrecovered)
             self.t_unrecovered = 0.0
@@ -166,5 +163,4 @@ class Supervisor:
         if not inf.is_alive():
             log.error("inference thread died; restarting it")
             self.thread_restarts += 1
-            self.retired.add(inf)
             restart_inference(inf)

@@ -10,7 +10,9 @@
 renew (:class:`Renew`) and keeping the rest: the supervisor replacing a hung inference thread or a
 stuck capture thread, restarting a dead one, a reload switching the source. So there is one place
 that connects producers to buffers, and a renewed producer always gets buffers no abandoned thread
-still writes to. :class:`Workers` owns the current :class:`Wired` and these rebuilds: it has the
+still writes to. Every thread it builds is handed the supervisor's meters of its kind
+(:class:`~kiosk.app.supervisor.Meters`), so a renewed thread counts on where the old one stopped.
+:class:`Workers` owns the current :class:`Wired` and these rebuilds: it has the
 :class:`~kiosk.app.supervisor.Supervisor` watch its threads (the supervisor decides, the wiring
 replaces), starts the threads a rebuild made, and joins the current ones at shutdown (never an
 abandoned one).
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Flag, auto
 
-from kiosk.app.supervisor import Supervisor
+from kiosk.app.supervisor import Meters, Supervisor
 from kiosk.booth.controls import ControlState
 from kiosk.booth.faces import FaceLibrary
 from kiosk.capture.live import AnchorSlot, LiveFrame, LiveOptions, new_live_frame
@@ -114,11 +116,11 @@ class Wired:
     inference: InferenceThread
 
 
-def wire(spec: WiringSpec, renew: Renew = Renew.ALL, old: Wired | None = None) -> Wired:
+def wire(spec: WiringSpec, meters: Meters, renew: Renew = Renew.ALL, old: Wired | None = None) -> Wired:
     """The kiosk's buffers and threads for ``spec``: all new without ``old``, else ``old`` with
-    what ``renew`` names built afresh and the kept threads connected to the new parts. Threads are
-    returned unstarted; a kept one is only asked (:meth:`CaptureThread.switch`,
-    :meth:`InferenceThread.rewire`), never assigned."""
+    what ``renew`` names built afresh and the kept threads connected to the new parts. A new thread
+    writes ``meters`` (its kind's, the supervisor's). Threads are returned unstarted; a kept one is
+    only asked (:meth:`CaptureThread.switch`, :meth:`InferenceThread.rewire`), never assigned."""
     fresh_buffers = old is None or Renew.CAPTURE_BUFFERS in renew
     if old is None or fresh_buffers:
         capture_buf = TripleBuffer(new_captured_frame)
@@ -140,7 +142,12 @@ def wire(spec: WiringSpec, renew: Renew = Renew.ALL, old: Wired | None = None) -
         if old is None or new_capture:
             capture_stop = threading.Event()
             capture = CaptureThread(
-                spec.source, spec.source_factory, capture_buf, capture_stop, live=live_feed
+                spec.source,
+                spec.source_factory,
+                capture_buf,
+                capture_stop,
+                live=live_feed,
+                meters=meters.capture,
             )
         else:  # a reload: the running thread switches (never waits; one producer per buffer)
             capture_stop, capture = old.capture_stop, old.capture
@@ -156,6 +163,7 @@ def wire(spec: WiringSpec, renew: Renew = Renew.ALL, old: Wired | None = None) -
             controls=spec.controls,
             policy=spec.policy,
             anchors=anchors,
+            meters=meters.inference,
         )
     else:
         inference = old.inference
@@ -174,13 +182,13 @@ class Workers:
         self.spec = spec
         self.supervisor = supervisor
         self._revoke = revoke
-        self.now = wire(spec)
+        self.now = wire(spec, supervisor.meters)
 
     def rebuild(self, renew: Renew, *, start: bool = True) -> None:
         """Rebuild what ``renew`` names; start the threads that are new (unless ``start`` is False:
         before the kiosk runs, it starts them)."""
         old = self.now
-        self.now = wire(self.spec, renew, old)
+        self.now = wire(self.spec, self.supervisor.meters, renew, old)
         if start:
             if self.now.capture is not old.capture:
                 self.now.capture.start()

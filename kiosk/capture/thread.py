@@ -6,6 +6,9 @@ buffer). A source change never starts a second thread on those buffers: the rend
 source and opens the new one between two reads. Only a thread stuck in a source call that does
 not return (:meth:`CaptureThread.switch_stuck_for`) is replaced, by :meth:`CaptureThread.abandon`
 and a fresh thread on fresh buffers, so the stuck one can never publish into what readers read.
+Its meters (:class:`CaptureMeters`) are the kind's, handed in by the wiring: the fresh thread counts
+on where the stuck or dead one stopped, and an abandoned thread writes them no more
+(:class:`kiosk.stats.MeterWriter`).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
@@ -22,7 +25,7 @@ import numpy as np
 from kiosk.capture.live_feed import LiveFeed
 from kiosk.capture.sources import Source, SourceError
 from kiosk.config import SourceConfig
-from kiosk.stats import RateMeter
+from kiosk.stats import MeterWriter, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, FrameBGR
 
@@ -33,6 +36,17 @@ _ROTATE_CODES = {90: cv2.ROTATE_90_CLOCKWISE, 180: cv2.ROTATE_180, 270: cv2.ROTA
 
 def new_captured_frame() -> CapturedFrame:
     return CapturedFrame(frame_bgr=np.zeros((1, 1, 3), np.uint8))
+
+
+@dataclass
+class CaptureMeters:
+    """The capture threads' meters: created once (by the supervisor) and handed to every capture
+    thread the wiring builds, so a replacement counts on. Written by the current thread only
+    (through its :class:`~kiosk.stats.MeterWriter`), read by the counters."""
+
+    rate: RateMeter = field(default_factory=RateMeter)  # frames published
+    reconnects: int = 0  # source reopened after a failure
+    live_errors: int = 0  # frames the live tracker failed on
 
 
 @dataclass(frozen=True)
@@ -59,22 +73,24 @@ class CaptureThread(threading.Thread):
         out: TripleBuffer[CapturedFrame],
         stop: threading.Event,
         live: LiveFeed | None = None,
+        meters: CaptureMeters | None = None,
     ) -> None:
+        """``meters``: the kind's meters to count on (the wiring's); fresh ones when None."""
         super().__init__(name="capture", daemon=True)
         self.cfg = cfg
         self._open_source = open_source
         self.out = out
         self._stop_event = stop
-        self.rate = RateMeter()
+        #: Read by other threads, written only by this one until it is abandoned (then by the next).
+        self.meters = meters if meters is not None else CaptureMeters()
+        self._metering = MeterWriter(self.meters)
         self.state = "starting"  # starting | running | reconnecting | stopped
         self.last_error = ""
-        self.reconnects = 0
         self.description = ""
         self._scratch: FrameBGR | None = None
         #: Live display (``display.mode: live``): after each frame is published for processing,
         #: the keypoint tracker carries the newest swap onto it and it goes to the display.
         self.live = live
-        self.live_errors = 0
         self.live_last_error = ""
         self.switches = 0  # source switches taken
         self._switch_lock = threading.Lock()
@@ -111,7 +127,8 @@ class CaptureThread(threading.Thread):
     def abandon(self) -> None:
         """Give up on this thread (stuck in a source call): it never publishes again and exits,
         closing its source, when (if) the call returns. The caller starts a fresh thread with
-        fresh buffers."""
+        fresh buffers and these meters, which this thread writes no more once this returns."""
+        self._metering.revoke()
         self._abandoned.set()
         self._stop_event.set()
 
@@ -179,7 +196,9 @@ class CaptureThread(threading.Thread):
                 break
             if self._switch is not None:
                 continue  # a source change: open the new one at once, no back-off
-            self.reconnects += 1
+            with self._metering as m:
+                if m is not None:
+                    m.reconnects += 1
             self._wait(delay)
             delay = min(delay * 2.0, self.cfg.reconnect_max_s)
         self.state = "stopped"
@@ -206,7 +225,9 @@ class CaptureThread(threading.Thread):
         slot.t_capture = time.perf_counter()
         slot.seq = seq
         self.out.publish()
-        self.rate.tick(slot.t_capture)
+        with self._metering as m:
+            if m is not None:
+                m.rate.tick(slot.t_capture)
         if self.live is not None:
             self._feed_live(slot.frame_bgr, seq, slot.t_capture)
 
@@ -219,7 +240,9 @@ class CaptureThread(threading.Thread):
         try:
             self.live.on_frame(frame, seq, t_capture)
         except Exception as exc:
-            self.live_errors += 1
+            with self._metering as m:
+                if m is not None:
+                    m.live_errors += 1
             if str(exc) != self.live_last_error:
                 log.exception("live tracker failed on a frame")
             self.live_last_error = str(exc)

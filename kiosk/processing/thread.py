@@ -31,7 +31,9 @@ written by the inference thread only. The thread composes what it runs from:
   its bounds; it is re-exported here);
 - :class:`BufferWiring`: the input and live-anchor buffers, which other threads change only by
   asking (:meth:`InferenceThread.rewire`);
-- the :class:`~kiosk.util.heartbeat.Heartbeat` its model calls tick, which bounds each call.
+- the :class:`~kiosk.util.heartbeat.Heartbeat` its model calls tick, which bounds each call;
+- :class:`InferenceMeters`: the kind's, handed in by the wiring and shared with the threads before
+  and after it; it writes them only until it is abandoned (:class:`kiosk.stats.MeterWriter`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,14 +53,14 @@ from kiosk.capture.live import AnchorSlot, LiveAnchor
 from kiosk.processing.ladder import Backoff, ErrorPolicy, FailureWindow
 from kiosk.processing.loader import StageLoader
 from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
-from kiosk.stats import LatencyRecorder, RateMeter
+from kiosk.stats import LatencyRecorder, MeterWriter, RateMeter
 from kiosk.sync import TripleBuffer
 from kiosk.types import CapturedFrame, SwapResult
 from kiosk.util import heartbeat, limits
 from kiosk.util.errors import one_line
 from kiosk.util.heartbeat import Heartbeat
 
-__all__ = ["ErrorPolicy", "InferenceThread", "new_swap_result"]
+__all__ = ["ErrorPolicy", "InferenceMeters", "InferenceThread", "new_swap_result"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +71,23 @@ WARM_CALLS = 3
 
 def new_swap_result() -> SwapResult:
     return SwapResult(frame_bgr=np.zeros((1, 1, 3), np.uint8))
+
+
+@dataclass
+class InferenceMeters:
+    """The inference threads' meters: created once (by the supervisor) and handed to every
+    inference thread the wiring builds, so a fresh thread counts on where the one it replaced
+    stopped. Written by the current thread only (through its :class:`~kiosk.stats.MeterWriter`),
+    read by the counters."""
+
+    rate: RateMeter = field(default_factory=RateMeter)  # results published (pass-through too)
+    #: Results of the installed swapping stage only (not the pass-through while models load or
+    #: swapping is off, which runs at camera rate): the rate the swap is refreshed at.
+    swap_rate: RateMeter = field(default_factory=RateMeter)
+    process_ms: LatencyRecorder = field(default_factory=lambda: LatencyRecorder(1024))
+    errors: int = 0  # failed stage calls
+    restarts: int = 0  # stage rebuilds after repeated failures
+    build_failures: int = 0  # stage builds that failed (missing or broken models, a stalled build)
 
 
 def _why(exc: BaseException) -> str:
@@ -123,7 +143,9 @@ class InferenceThread(threading.Thread):
         controls: ControlState | None = None,
         policy: ErrorPolicy | None = None,
         anchors: TripleBuffer[AnchorSlot] | None = None,
+        meters: InferenceMeters | None = None,
     ) -> None:
+        """``meters``: the kind's meters to count on (the wiring's); fresh ones when None."""
         super().__init__(name="inference", daemon=True)
         #: The input and anchor buffers (:attr:`inp`, :attr:`anchors`; changed by :meth:`rewire`).
         self._wiring = BufferWiring(inp, anchors)
@@ -131,15 +153,10 @@ class InferenceThread(threading.Thread):
         self._stop_event = stop
         self.policy = policy or ErrorPolicy()
         self.controls = controls
+        #: Read by other threads, written only by this one until it is abandoned (then by the next).
+        self.meters = meters if meters is not None else InferenceMeters()
+        self._metering = MeterWriter(self.meters)
         # Read by other threads, written only by this one:
-        self.rate = RateMeter()
-        #: Results of the installed swapping stage only (not the pass-through while models load or
-        #: swapping is off, which runs at camera rate): the rate the swap is refreshed at.
-        self.swap_rate = RateMeter()
-        self.process_ms = LatencyRecorder(1024)
-        self.errors = 0  # failed stage calls
-        self.restarts = 0  # stage rebuilds after repeated failures
-        self.build_failures = 0
         self.last_error = ""
         self.problem = ""  # why the stage on screen is not the one asked for ("" when it is)
         self.ok_calls = 0  # successful calls of a built stage (not the loading pass-through)
@@ -209,7 +226,9 @@ class InferenceThread(threading.Thread):
     def abandon(self) -> None:
         """Give up on this thread (its call hangs): it never publishes again and exits when (if)
         the call returns. The caller starts a fresh thread with a fresh output buffer; the live
-        anchor buffer is shared with the fresh thread, which becomes its producer."""
+        anchor buffer is shared with the fresh thread, which becomes its producer, and so are the
+        meters: this thread writes them no more once this returns, even if its call returns."""
+        self._metering.revoke()
         self._abandoned.set()
         anchors = self.anchors
         if anchors is not None:
@@ -267,8 +286,16 @@ class InferenceThread(threading.Thread):
         self._backoff.installed(now)
         log.info("processing stage ready: %s", processor.name)
 
+    def _count(self, *, errors: int = 0, restarts: int = 0, build_failures: int = 0) -> None:
+        """Add to the kind's meters (nothing once this thread is abandoned: see :meth:`abandon`)."""
+        with self._metering as m:
+            if m is not None:
+                m.errors += errors
+                m.restarts += restarts
+                m.build_failures += build_failures
+
     def _build_failed(self, exc: BaseException) -> None:
-        self.build_failures += 1
+        self._count(build_failures=1)
         watch: tuple[str, ...] = ()
         if isinstance(exc, StageUnavailable):
             why = exc.notice
@@ -293,13 +320,13 @@ class InferenceThread(threading.Thread):
 
     def _failed(self, exc: Exception, frame: CapturedFrame, out: SwapResult) -> bool:
         """Count a failed call of the installed stage; True if ``out`` now holds a result to publish."""
-        self.errors += 1
+        self._count(errors=1)
         self.last_error = _why(exc)
         if self._window.failed():
             log.warning("processing stage raised; skipping the frame", exc_info=exc)
         if not self._window.exceeded(self.policy.rebuild_after_errors):
             return False  # transient: the screen keeps the last good result
-        self.restarts += 1
+        self._count(restarts=1)
         self._set_processor(None)
         self.heartbeat.last_frame_s = 0.0  # the pass-through meanwhile is not slow
         delay = self._backoff.next()
@@ -358,13 +385,12 @@ class InferenceThread(threading.Thread):
                 if self.problem and own:
                     out.notice = f"{out.notice} · {self.problem}" if out.notice else self.problem
             elif not own:
-                self.errors += 1
+                self._count(errors=1)
                 self.last_error = _why(failure)
                 log.warning("pass-through failed; skipping the frame", exc_info=failure)
                 continue
             elif not self._failed(failure, frame, out):
                 continue
-            self.process_ms.add((t1 - t0) * 1000.0)
             out.seq, out.t_capture = before if lag else (frame.seq, frame.t_capture)
             out.t_processed = t1
             anchors = self.anchors
@@ -375,6 +401,9 @@ class InferenceThread(threading.Thread):
                 anchors.write_slot().anchor = LiveAnchor.from_result(out, swapping)
                 anchors.publish()
             self.out.publish()
-            self.rate.tick(t1)
-            if own and failure is None:
-                self.swap_rate.tick(t1)
+            with self._metering as m:
+                if m is not None:
+                    m.process_ms.add((t1 - t0) * 1000.0)
+                    m.rate.tick(t1)
+                    if own and failure is None:
+                        m.swap_rate.tick(t1)
