@@ -83,7 +83,7 @@ from PIL import Image
 from kiosk.config import parse_config
 from kiosk.inference.align import align_matrix
 from kiosk.paths import package_file
-from kiosk.processing.pipeline import open_detector
+from kiosk.processing.models import open_detector
 
 shot, stats_file, min_frames = sys.argv[1], sys.argv[2], int(sys.argv[3])
 img = np.asarray(Image.open(shot).convert("RGB"), dtype=np.float32)
