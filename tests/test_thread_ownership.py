@@ -203,6 +203,67 @@ def test_an_abandoned_inference_thread_never_writes_the_shared_meters_when_its_c
         second.join(2)
 
 
+def test_an_inference_thread_abandoned_after_its_check_publishes_no_live_anchor(monkeypatch):
+    """The live anchor buffer is shared with the replacement thread. A thread whose call returned
+    just as the supervisor gave up on it (past its abandoned check, about to publish its anchor)
+    must not publish into it once abandon() has returned: that would be two producers on one
+    buffer while the replacement runs (a torn slot, a stale face on the live picture)."""
+    from kiosk.capture.live import LiveAnchor
+    from kiosk.processing import thread as thread_mod
+
+    inside, release = threading.Event(), threading.Event()
+    real = LiveAnchor.from_result
+
+    def from_result(result: SwapResult, swapping: bool = True) -> LiveAnchor:
+        if result.seq == HUNG:  # the thread passed its abandoned check: the race of an abandon
+            inside.set()
+            release.wait(10)
+        return real(result, swapping)
+
+    monkeypatch.setattr(thread_mod.LiveAnchor, "from_result", staticmethod(from_result))
+    meters = InferenceMeters()
+    inp = TripleBuffer(new_captured_frame)
+    anchors: TripleBuffer[AnchorSlot] = TripleBuffer(AnchorSlot)
+    out: TripleBuffer[SwapResult] = TripleBuffer(new_swap_result)
+    first_stop, second_stop = threading.Event(), threading.Event()
+    first = InferenceThread(Inverting, inp, out, first_stop, anchors=anchors, meters=meters)
+    second = InferenceThread(
+        Inverting, inp, TripleBuffer(new_swap_result), second_stop, anchors=anchors, meters=meters
+    )
+    first.start()
+    try:
+        _wait(lambda: first.processor_name == "invert")
+        _feed(inp, 10)
+        _next(out)
+        _feed(inp, HUNG)
+        assert inside.wait(5)
+        first.abandon()
+        second.start()
+        _wait(lambda: second.processor_name == "invert")
+        _feed(inp, 20)
+        seen: list[int] = []
+
+        def anchor_of_20() -> bool:
+            slot = anchors.read()
+            if slot is not None and slot.anchor is not None:
+                seen.append(slot.anchor.seq)
+            return 20 in seen
+
+        _wait(anchor_of_20)  # the replacement publishes into the shared buffer
+        release.set()  # the abandoned thread goes on past its anchor
+        first.join(2)
+        assert not first.is_alive()
+        late = anchors.read()
+        assert late is None, f"the abandoned thread published the anchor of frame {late.anchor.seq}"
+        assert anchors.producer_conflicts == 0 and HUNG not in seen
+    finally:
+        release.set()
+        first_stop.set()
+        second_stop.set()
+        first.join(2)
+        second.join(2)
+
+
 @pytest.mark.parametrize("where", ["source read returns", "before its counts"])
 def test_an_abandoned_capture_thread_never_writes_the_shared_meters_when_its_read_returns(where):
     meters = CaptureMeters()

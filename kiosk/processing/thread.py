@@ -227,7 +227,7 @@ class InferenceThread(threading.Thread):
         """Give up on this thread (its call hangs): it never publishes again and exits when (if)
         the call returns. The caller starts a fresh thread with a fresh output buffer; the live
         anchor buffer is shared with the fresh thread, which becomes its producer, and so are the
-        meters: this thread writes them no more once this returns, even if its call returns."""
+        meters: this thread writes neither once this returns, even if its call returns."""
         self._metering.revoke()
         self._abandoned.set()
         anchors = self.anchors
@@ -398,9 +398,16 @@ class InferenceThread(threading.Thread):
                 # A pass-through result (swapping off, models loading or failed) swaps nothing:
                 # the live display drops the faces it carries instead of keeping them over it.
                 swapping = own and failure is None and out.faces_detected >= 0
-                anchors.write_slot().anchor = LiveAnchor.from_result(out, swapping)
-                anchors.publish()
-            self.out.publish()
+                anchor = LiveAnchor.from_result(out, swapping)
+                # The anchor buffer is shared with the thread that replaces this one: published
+                # under the right to write (revoked by abandon()), so once abandon() returns this
+                # thread publishes no anchor, even if it was abandoned just after its check above.
+                with self._metering as m:
+                    if m is None:
+                        return
+                    anchors.write_slot().anchor = anchor
+                    anchors.publish()
+            self.out.publish()  # this thread's own buffer: a replacement gets a fresh one
             with self._metering as m:
                 if m is not None:
                     m.process_ms.add((t1 - t0) * 1000.0)
