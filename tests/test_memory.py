@@ -1,5 +1,6 @@
-"""The heap handed back to the system (:mod:`kiosk.util.memory`): the cadence, and on glibc that a
-trim really gives back free memory that ``malloc`` kept (the resident size of this process drops)."""
+"""The heap handed back to the system (:mod:`kiosk.util.memory`; the render loop's cadence is in
+test_render_loop): without glibc nothing happens, and on glibc a trim really gives back free
+memory that ``malloc`` kept (the resident size of this process drops)."""
 
 from __future__ import annotations
 
@@ -10,38 +11,12 @@ from pathlib import Path
 import pytest
 
 from kiosk.util import memory
-from kiosk.util.memory import HeapTrimmer, trim_heap
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.t = 100.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def test_the_trimmer_runs_at_most_every_every_s(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[int] = []
-    monkeypatch.setattr(memory, "_trim", lambda pad: calls.append(pad) or 1)
-    clock = Clock()
-    trimmer = HeapTrimmer(30.0, clock)
-    ran = []
-    for _ in range(200):  # 100 s in steps of 0.5 s
-        clock.t += 0.5
-        ran.append(trimmer.maybe_trim())
-    assert calls == [0, 0, 0] and sum(ran) == 3 and trimmer.calls == 3  # at 130, 160, 190
-    trimmer.every_s = 0.0
-    clock.t += 1000
-    assert not trimmer.maybe_trim() and calls == [0, 0, 0]
+from kiosk.util.memory import trim_heap
 
 
 def test_without_malloc_trim_it_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(memory, "_trim", None)
-    clock = Clock()
-    trimmer = HeapTrimmer(1.0, clock)
-    clock.t += 5
-    assert not trimmer.available and not trimmer.maybe_trim() and not trim_heap()
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: None)
+    assert not trim_heap()
 
 
 def _rss_kb() -> int:

@@ -28,7 +28,7 @@ from kiosk.app.parts import FrameParts
 from kiosk.appliance.monitoring import TextfileMonitor
 from kiosk.appliance.sdnotify import SdNotifier
 from kiosk.config.schema import KioskConfig
-from kiosk.util.memory import HeapTrimmer
+from kiosk.util.memory import trim_heap
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class _Schedule:
     shot: float = 0.0
     supervise: float = 0.0
     status: float = 0.0
+    trim: float = 0.0
 
 
 class LoopHost(Protocol):
@@ -140,7 +141,6 @@ class RenderLoop:
         self._sleep = sleep
         self._monotonic = monotonic
         self._schedule = _Schedule()
-        self.trimmer = HeapTrimmer(options.trim_every_s, clock)
         self._t0 = 0.0
         self.overlay: Any = None  # the last frame's OverlayState
         self.exit_code = 0  # 3: processing did not recover
@@ -151,7 +151,12 @@ class RenderLoop:
 
         o, self._t0, self.overlay = self.options, t0, OverlayState()
         self._schedule = _Schedule(
-            t0, t0 + o.stats_interval_s, t0, t0 + o.supervise_every_s, t0 + o.status_every_s
+            t0,
+            t0 + o.stats_interval_s,
+            t0,
+            t0 + o.supervise_every_s,
+            t0 + o.status_every_s,
+            t0 + o.trim_every_s,
         )
         while not self.parts.stop.is_set() and self._frame(notifier):
             self._pace()
@@ -260,8 +265,9 @@ class RenderLoop:
         if t >= due.supervise:
             host.supervise()
             due.supervise = t + o.supervise_every_s
-        self.trimmer.every_s = o.trim_every_s
-        self.trimmer.maybe_trim()
+        if o.trim_every_s and t >= due.trim:
+            trim_heap()
+            due.trim = t + o.trim_every_s
         return True
 
     def _pace(self) -> None:
