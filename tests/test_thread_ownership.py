@@ -14,9 +14,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import numpy as np
@@ -154,6 +155,38 @@ class _PublishHangs(TripleBuffer[T]):
         super().publish()
 
 
+@contextlib.contextmanager
+def _abandoned_mid_frame(
+    first: InferenceThread,
+    second: InferenceThread,
+    inp: TripleBuffer[CapturedFrame],
+    out: TripleBuffer[SwapResult],
+    inside: threading.Event,
+    release: threading.Event,
+    stops: tuple[threading.Event, threading.Event],
+) -> Iterator[None]:
+    """``first`` runs a frame, then hangs on frame HUNG (its fake sets ``inside``) and is abandoned
+        as the supervisor does; ``second``, its replacement, is started and ready when this yields.
+        ``release`` (the hung call returning) is the test's to set; both threads are stopped (``stops``,
+    their stop events) after."""
+    first.start()
+    try:
+        _wait(lambda: first.processor_name == "invert")
+        _feed(inp, 10)
+        _next(out)
+        _feed(inp, HUNG)
+        assert inside.wait(5)
+        first.abandon()  # what the supervisor does; the wiring then starts a fresh thread
+        second.start()
+        _wait(lambda: second.processor_name == "invert")
+        yield
+    finally:
+        release.set()
+        for stop, thread in zip(stops, (first, second), strict=True):
+            stop.set()
+            thread.join(2)
+
+
 @pytest.mark.parametrize("where", ["stage call returns", "stage call raises", "before its counts"])
 def test_an_abandoned_inference_thread_never_writes_the_shared_meters_when_its_call_returns(where):
     meters = InferenceMeters()
@@ -175,16 +208,7 @@ def test_an_abandoned_inference_thread_never_writes_the_shared_meters_when_its_c
     first_stop, second_stop = threading.Event(), threading.Event()
     first = InferenceThread(HangsOnce, inp, out, first_stop, meters=meters)
     second = InferenceThread(Inverting, inp, TripleBuffer(new_swap_result), second_stop, meters=meters)
-    first.start()
-    try:
-        _wait(lambda: first.processor_name == "invert")
-        _feed(inp, 10)
-        _next(out)
-        _feed(inp, HUNG)
-        assert inside.wait(5)
-        first.abandon()  # what the supervisor does; the wiring then starts a fresh thread
-        second.start()
-        _wait(lambda: second.processor_name == "invert")
+    with _abandoned_mid_frame(first, second, inp, out, inside, release, (first_stop, second_stop)):
         before = meters.rate.count
         _feed(inp, 20)
         _wait(lambda: meters.rate.count > before)  # the replacement took over the meters
@@ -195,12 +219,6 @@ def test_an_abandoned_inference_thread_never_writes_the_shared_meters_when_its_c
         first.join(2)
         assert not first.is_alive()
         assert _inference_figures(meters) == took_over
-    finally:
-        release.set()
-        first_stop.set()
-        second_stop.set()
-        first.join(2)
-        second.join(2)
 
 
 def test_an_inference_thread_abandoned_after_its_check_publishes_no_live_anchor(monkeypatch):
@@ -230,16 +248,7 @@ def test_an_inference_thread_abandoned_after_its_check_publishes_no_live_anchor(
     second = InferenceThread(
         Inverting, inp, TripleBuffer(new_swap_result), second_stop, anchors=anchors, meters=meters
     )
-    first.start()
-    try:
-        _wait(lambda: first.processor_name == "invert")
-        _feed(inp, 10)
-        _next(out)
-        _feed(inp, HUNG)
-        assert inside.wait(5)
-        first.abandon()
-        second.start()
-        _wait(lambda: second.processor_name == "invert")
+    with _abandoned_mid_frame(first, second, inp, out, inside, release, (first_stop, second_stop)):
         _feed(inp, 20)
         seen: list[int] = []
 
@@ -256,12 +265,6 @@ def test_an_inference_thread_abandoned_after_its_check_publishes_no_live_anchor(
         late = anchors.read()
         assert late is None, f"the abandoned thread published the anchor of frame {late.anchor.seq}"
         assert anchors.producer_conflicts == 0 and HUNG not in seen
-    finally:
-        release.set()
-        first_stop.set()
-        second_stop.set()
-        first.join(2)
-        second.join(2)
 
 
 @pytest.mark.parametrize("where", ["source read returns", "before its counts"])
