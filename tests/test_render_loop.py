@@ -242,3 +242,16 @@ def test_the_loop_hands_the_heap_back_every_trim_every_s(monkeypatch: pytest.Mon
     monkeypatch.setattr(memory, "_malloc_trim", lambda: lambda pad: trims.append(clock()) or 1)
     assert app.run() == 0
     assert [round(t - 1000.0) for t in trims] == [30, 60, 90]
+
+
+def test_trim_every_s_0_never_trims(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from kiosk.util import memory
+
+    app, clock, surface, _, _ = _app(RunOptions(headless=True, seconds=95.0), max_fps=10.0)
+    app.loop.options = dataclasses.replace(app.loop.options, trim_every_s=0.0)
+    trims: list[float] = []
+    monkeypatch.setattr(memory, "_malloc_trim", lambda: lambda pad: trims.append(clock()) or 1)
+    assert app.run() == 0
+    assert trims == []
