@@ -367,7 +367,7 @@ class KeepsakeServer:
         guard = ConnectionGuard(
             server,
             client_key,
-            [ipaddress.ip_network(text) for text in self.cfg.allow],
+            self._allowed_networks(),
             self.counts,
             self.limits,
             ctx,
@@ -404,6 +404,15 @@ class KeepsakeServer:
             listener.close()
             guard.close_all()
             await server.shutdown(0.5)
+
+    def _allowed_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        """``keepsake.allow``, and the listen address when it is a specific one (this machine's own
+        requests come from it, e.g. ``kiosk doctor``'s)."""
+        networks = [ipaddress.ip_network(text) for text in self.cfg.allow]
+        host = ipaddress.ip_address(self.cfg.listen_host_port()[0])
+        if not host.is_unspecified:
+            networks.append(ipaddress.ip_network(host))
+        return networks
 
     def _answer(self, status: int) -> web.Response:
         self.counts.refused += 1
