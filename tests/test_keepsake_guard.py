@@ -49,7 +49,10 @@ def _connect(port: int, source: str) -> socket.socket:
 def _fetch(port: int, token: str, source: str, timeout_s: float = 5.0) -> bytes:
     """A phone's GET from ``source``: the answer's bytes, b"" when the server closed it unanswered."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout_s, source_address=(source, 0)) as s:
-        s.sendall(f"GET /p/{token}.jpg HTTP/1.1\r\nHost: k\r\nConnection: close\r\n\r\n".encode())
+        try:
+            s.sendall(f"GET /p/{token}.jpg HTTP/1.1\r\nHost: k\r\nConnection: close\r\n\r\n".encode())
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
         out = b""
         while True:
             try:
@@ -220,6 +223,29 @@ def test_a_client_outside_keepsake_allow_is_refused_by_the_server_itself(store: 
         assert booth.counts.pages + booth.counts.downloads == 2
     finally:
         booth.stop()
+
+
+def test_a_specific_listen_address_is_this_machine_and_may_connect(store: KeepsakeStore) -> None:
+    """``kiosk doctor`` asks a kiosk listening on a specific address from that address."""
+    cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.9:{free_port()}", allow=["192.168.8.0/24"])
+    srv = KeepsakeServer(store, cfg, limiter=RateLimiter(burst=1000, per_s=1000)).start()
+    try:
+        rec = store.add(JPEG)
+
+        def fetch(source: str) -> bytes:
+            with socket.create_connection(
+                ("127.0.0.9", srv.port), timeout=5, source_address=(source, 0)
+            ) as s:
+                try:
+                    s.sendall(f"GET /p/{rec.token} HTTP/1.1\r\nHost: k\r\nConnection: close\r\n\r\n".encode())
+                    return s.makefile("rb").read()
+                except ConnectionResetError:  # closed unanswered, before or after the request was sent
+                    return b""
+
+        assert fetch("127.0.0.9").startswith(b"HTTP/1.1 200")
+        assert fetch("127.0.0.5") == b""
+    finally:
+        srv.stop()
 
 
 _CHILD = textwrap.dedent(

@@ -7,8 +7,8 @@ handshake or HTTP byte, whether it may stay.
   (``max_per_client``, an IPv4 address or an IPv6 /64), so idle TCP or half-done TLS handshakes count
   like any other and can never use up the process's file descriptors.
 * When the cap is full, a newcomer from a client holding fewer connections than the heaviest one
-  takes the heaviest client's oldest connection: a few addresses can fill the cap only until a
-  phone from another one arrives.
+  takes one of the heaviest client's connections (the oldest that has not sent a whole request yet,
+  else its oldest): a few addresses can fill the cap only until a phone from another one arrives.
 * Deadlines: a connection that has not sent a whole request ``first_request_s`` after it was
   accepted (TLS handshake included; a slow-header client) is closed, and every connection at
   ``max_age_s``.
@@ -155,7 +155,10 @@ class ConnectionGuard:
         heaviest, most = self._per_client.most_common(1)[0]
         if most <= mine + 1:
             return False  # everyone holds about as many as this client: nobody to take from
-        victim = min((c for c in self.conns.values() if c.client == heaviest), key=lambda c: c.accepted)
+        victim = min(  # one that has not sent a whole request yet (a phone's keep-alive stays), oldest
+            (c for c in self.conns.values() if c.client == heaviest),
+            key=lambda c: (c.requests > 0, c.accepted),
+        )
         self.counts.connections_refused += 1
         self._forget(victim)
         victim.close()
