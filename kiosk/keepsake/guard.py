@@ -88,14 +88,14 @@ class _Conn:
 @dataclass(eq=False)
 class ConnectionGuard:
     """Accepts on a listening socket and hands admitted connections to ``protocol_factory`` (with
-    ``ssl``); :meth:`lost` and :meth:`served` are told by the server, :meth:`reap` each tick."""
+    ``tls``); :meth:`lost` and :meth:`served` are told by the server, :meth:`reap` each tick."""
 
     protocol_factory: Callable[[], Any]
     client_key: Callable[[str | None], str]  # the address → what is counted (an IPv6 /64 is one)
     networks: list[ipaddress.IPv4Network | ipaddress.IPv6Network]
     counts: ServerCounts
     limits: ConnectionLimits = ConnectionLimits()
-    ssl: ssl.SSLContext | None = None
+    tls: ssl.SSLContext | None = None  # a TLS handshake after admission; None: plain HTTP
     clock: Callable[[], float] = time.monotonic
     conns: dict[int, _Conn] = field(default_factory=dict)  # id(handler) or id(_Conn) → connection
     _per_client: Counter[str] = field(default_factory=Counter)
@@ -176,8 +176,8 @@ class ConnectionGuard:
             return handler
 
         try:
-            kw: dict[str, Any] = {"ssl": self.ssl, "ssl_handshake_timeout": self.limits.first_request_s}
-            await loop.connect_accepted_socket(factory, sock, **(kw if self.ssl else {}))
+            kw: dict[str, Any] = {"ssl": self.tls, "ssl_handshake_timeout": self.limits.first_request_s}
+            await loop.connect_accepted_socket(factory, sock, **(kw if self.tls else {}))
         except (OSError, ssl.SSLError, asyncio.TimeoutError, asyncio.CancelledError):
             self._forget(conn)  # a failed or cut handshake: asyncio has closed the socket
             with contextlib.suppress(OSError):
