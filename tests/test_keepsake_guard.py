@@ -312,3 +312,57 @@ def test_out_of_file_descriptors_is_one_log_line_and_the_server_recovers(tmp_pat
     assert "Traceback" not in log, log[-2000:]
     assert 1 <= log.count("out of file descriptors") <= 2, log[-2000:]
     assert len(log.splitlines()) <= 4, log[-2000:]
+
+
+def test_the_full_cap_gives_a_newcomer_the_heaviest_clients_oldest_idle_connection() -> None:
+    """The share rule on its own (socket pairs, no server): over the full cap a newcomer takes a
+    connection from the heaviest client only if that one holds at least two more than it, and a
+    connection that has already served a request is taken last."""
+    import asyncio
+
+    from kiosk.keepsake.counts import ServerCounts
+    from kiosk.keepsake.guard import ConnectionGuard
+
+    class Handler(asyncio.Protocol):  # what the guard calls of aiohttp's RequestHandler
+        transport: asyncio.BaseTransport | None = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+
+        def force_close(self) -> None:
+            pass
+
+    async def run() -> tuple[list[bool], dict[str, int], int]:
+        guard = ConnectionGuard(
+            Handler, lambda r: r or "?", [], ServerCounts(), ConnectionLimits(4, 3, 10, 30)
+        )
+        ends: list[socket.socket] = []
+
+        def admit(client: str) -> bool:
+            mine, theirs = socket.socketpair()
+            ends.append(theirs)
+            return guard.admit(mine, client)
+
+        try:
+            got = [admit("127.0.0.1") for _ in range(3)]  # this machine, always allowed: the heavy client
+            await asyncio.sleep(0.05)  # the hand-overs run: each connection is known by its protocol
+            first = min(guard.conns.values(), key=lambda c: c.accepted)
+            guard.served(first.handler)  # the oldest has served a request: it is taken last
+            got += [
+                admit("::1"),
+                admit("::1"),
+                admit("::1"),
+            ]  # 4th fills the cap; the 5th takes one of 127.0.0.1's; the 6th: level, closed
+            await asyncio.sleep(0.05)
+            per = {c: sum(1 for x in guard.conns.values() if x.client == c) for c in ("127.0.0.1", "::1")}
+            kept_first = any(c is first for c in guard.conns.values())
+            guard.close_all()
+            return got, per, int(kept_first) + 10 * guard.counts.connections_refused
+        finally:
+            for s in ends:
+                s.close()
+
+    got, per, code = asyncio.run(run())
+    assert got == [True, True, True, True, True, False]
+    assert per == {"127.0.0.1": 2, "::1": 2}
+    assert code == 1 + 10 * 2  # the served connection stayed; one taken, one newcomer closed
