@@ -45,6 +45,7 @@ def store(tmp_path: Path, clock: Clock) -> KeepsakeStore:
 
 def _server(store: KeepsakeStore, clock: Clock, **kw: object) -> KeepsakeServer:
     limiter = kw.pop("limiter", None)
+    kw.setdefault("allow", ["127.0.0.0/8"])  # the test's clients come from 127.0.0.2, 127.0.0.3, ...
     cfg = KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{free_port()}", event_name="Expo <2026>", **kw)  # type: ignore[arg-type]
     return KeepsakeServer(store, cfg, clock=clock, limiter=limiter).start()  # type: ignore[arg-type]
 

@@ -537,8 +537,9 @@ class KeepsakeConfig(_Section):
     )
     allow: list[str] = Field(
         default_factory=_default_allow,
-        description="Networks (CIDR) whose phones may fetch photos: the booth LAN. The systemd unit's "
-        "IPAddressAllow= (everything else is denied).",
+        description="Networks (CIDR) whose phones may fetch photos: the booth LAN. The server closes "
+        "connections from any other address (this machine excepted), and the systemd unit's "
+        "IPAddressAllow= drops their packets.",
     )
     event_name: str = Field(
         "", max_length=120, description="The event's name on the visitor's photo page; empty: none."

@@ -13,7 +13,7 @@ class ServerCounts:
     pages: int = 0
     downloads: int = 0  # JPEGs served (GET with status 200)
     refused: int = 0  # every answer that is not 200
-    connections_refused: int = 0  # connections closed unanswered: over the caps in number or per client
+    connections_refused: int = 0  # connections closed unanswered: over the caps, or outside keepsake.allow
 
 
 #: The fields, in the order the server process shares them.

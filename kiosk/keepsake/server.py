@@ -12,7 +12,8 @@ Everything else is 404 (no index, no listing; ``%2e%2e``, ``%2f`` and ``..`` nev
 a token whose photo was deleted is 410, any method but GET and HEAD is 405, a request line or
 header over a few KiB or any request body is refused, each client gets a token bucket (429 when
 it runs dry), and every answer carries ``Cache-Control: no-store`` and a strict
-Content-Security-Policy. Connections are capped in number, per client and in age (a slow client
+Content-Security-Policy. Connections are admitted by :mod:`kiosk.keepsake.guard` from the moment
+they are accepted: only ``keepsake.allow``, capped in number, per client and in age (a slow client
 cannot hold them). Optional TLS from ``keepsake.tls_cert``/``tls_key``.
 """
 
@@ -42,6 +43,7 @@ from aiohttp.web_request import BaseRequest
 
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.counts import ServerCounts
+from kiosk.keepsake.guard import ConnectionGuard, ConnectionLimits
 from kiosk.keepsake.store import SWEEP_EVERY_S, Found, KeepsakeError, Lookup
 
 log = logging.getLogger(__name__)
@@ -57,10 +59,6 @@ MAX_HEADERS = 32
 #: Per client (IP address; an IPv6 /64): a burst of RATE_BURST requests, then RATE_PER_S.
 RATE_BURST = 20
 RATE_PER_S = 4.0
-#: Connections: in all, per client, and how long one may live (a slow-header client is cut off).
-MAX_CONNECTIONS = 128
-MAX_CONNECTIONS_PER_CLIENT = 16
-MAX_CONNECTION_AGE_S = 30.0
 KEEPALIVE_S = 5.0
 #: Connections the kernel queues for accept(); beyond, a burst's SYNs wait in the phone's retry,
 #: costing the kiosk nothing.
@@ -234,38 +232,30 @@ class _RefusalLog(logging.LoggerAdapter):  # type: ignore[type-arg]
 
 
 class _Server(web.Server):  # type: ignore[misc]
-    """aiohttp's low-level server with caps on connections: in all, per client and in age."""
+    """aiohttp's low-level server, telling the guard each connection that closes."""
 
-    def __init__(self, handler: Any, counts: ServerCounts, **kwargs: Any) -> None:
-        super().__init__(handler, **kwargs)
-        self.opened: dict[web_protocol.RequestHandler, tuple[float, str]] = {}
-        self.counts = counts
-
-    def connection_made(self, handler: web_protocol.RequestHandler, transport: asyncio.Transport) -> None:
-        super().connection_made(handler, transport)
-        peer = transport.get_extra_info("peername")
-        client = client_key(peer[0] if peer else None)
-        same = sum(1 for _, c in self.opened.values() if c == client)
-        self.opened[handler] = (time.monotonic(), client)
-        if len(self.opened) > MAX_CONNECTIONS or same >= MAX_CONNECTIONS_PER_CLIENT:
-            self.counts.connections_refused += 1
-            # after the handler's task has started (aiohttp creates it once this returns), or its
-            # start() would find the connection already lost
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, transport.abort)
+    guard: ConnectionGuard | None = None
 
     def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
-        self.opened.pop(handler, None)
+        if self.guard is not None:
+            self.guard.lost(handler)
         super().connection_lost(handler, exc)
 
-    def cut_old(self, now: float) -> int:
-        old = [h for h, (t, _) in self.opened.items() if now - t > MAX_CONNECTION_AGE_S]
-        for handler in old:
-            handler.force_close()
-            transport = handler.transport
-            if transport is not None:
-                transport.abort()
-        return len(old)
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    ip = ipaddress.ip_address(host)
+    sock = socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if ip.version == 6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+        sock.setblocking(False)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class KeepsakeServer:
@@ -283,6 +273,7 @@ class KeepsakeServer:
         resolve: Callable[[str], Path] = Path,
         clock: Callable[[], float] = time.time,
         limiter: RateLimiter | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.store = store
         self.cfg = cfg  # event_name is read from it per request; update() swaps it
@@ -290,12 +281,14 @@ class KeepsakeServer:
         self._resolve = resolve
         self._clock = clock
         self.limiter = limiter or RateLimiter()
+        self.limits = limits or ConnectionLimits()
         self.url_base = url_base_of(cfg)
         self.port = cfg.listen_host_port()[1]  # the bound port once started (0 asks the system)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopped: asyncio.Event | None = None
         self._server: _Server | None = None
+        self._guard: ConnectionGuard | None = None
 
     # -- life cycle ---------------------------------------------------------------------------
     def start(self, timeout_s: float = 10.0) -> KeepsakeServer:
@@ -341,7 +334,7 @@ class KeepsakeServer:
 
     @property
     def open_connections(self) -> int:
-        return len(self._server.opened) if self._server is not None else 0
+        return len(self._guard.conns) if self._guard is not None else 0
 
     # -- the server's thread ------------------------------------------------------------------
     def _run(self, ctx: ssl.SSLContext | None, ready: threading.Event, failure: list[str]) -> None:
@@ -362,7 +355,6 @@ class KeepsakeServer:
         self._stopped = asyncio.Event()
         server = _Server(
             self._handle,
-            self.counts,
             max_line_size=MAX_LINE_BYTES,
             max_field_size=MAX_FIELD_BYTES,
             max_headers=MAX_HEADERS,
@@ -372,11 +364,18 @@ class KeepsakeServer:
             logger=_RefusalLog(self.counts),
         )
         self._server = server
+        guard = ConnectionGuard(
+            server,
+            client_key,
+            self._allowed_networks(),
+            self.counts,
+            self.limits,
+            ctx,
+        )
+        server.guard = self._guard = guard
         host, port = self.cfg.listen_host_port()
         try:
-            listener = await asyncio.get_running_loop().create_server(
-                server, host, port, ssl=ctx, backlog=BACKLOG, reuse_address=True
-            )
+            listener = _listening_socket(host, port)
         except OSError as exc:
             if exc.errno in (errno.EAFNOSUPPORT, errno.EPERM, errno.EACCES):
                 hint = "the service's network rules: apply them, see kiosk keepsake network --help"
@@ -385,21 +384,35 @@ class KeepsakeServer:
             failure.append(f"keepsake: cannot listen on {self.cfg.listen}: {exc.strerror or exc} ({hint})")
             ready.set()
             return
-        self.port = listener.sockets[0].getsockname()[1]
+        self.port = listener.getsockname()[1]
+        accepting = asyncio.get_running_loop().create_task(guard.accept_forever(listener))
+        tick_s = min(SWEEP_EVERY_S, self.limits.first_request_s / 2)  # the guard's deadlines, too
         ready.set()
         try:
             while not self._stopped.is_set():
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._stopped.wait(), SWEEP_EVERY_S)
+                    await asyncio.wait_for(self._stopped.wait(), tick_s)
                 try:
                     self.store.sweep()
                 except Exception:  # noqa: BLE001 - a failed sweep is retried next second
                     log.exception("keepsakes: sweep failed")
-                server.cut_old(time.monotonic())
+                guard.reap()
         finally:
+            accepting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await accepting
             listener.close()
+            guard.close_all()
             await server.shutdown(0.5)
-            await listener.wait_closed()
+
+    def _allowed_networks(self) -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+        """``keepsake.allow``, and the listen address when it is a specific one (this machine's own
+        requests come from it, e.g. ``kiosk doctor``'s)."""
+        networks = [ipaddress.ip_network(text) for text in self.cfg.allow]
+        host = ipaddress.ip_address(self.cfg.listen_host_port()[0])
+        if not host.is_unspecified:
+            networks.append(ipaddress.ip_network(host))
+        return networks
 
     def _answer(self, status: int) -> web.Response:
         self.counts.refused += 1
@@ -411,6 +424,8 @@ class KeepsakeServer:
         return web.Response(status=status, text=f"{status} {_STATUS_TEXT.get(status, '')}\n", headers=headers)
 
     async def _handle(self, request: BaseRequest) -> web.StreamResponse:
+        if self._guard is not None:
+            self._guard.served(request.protocol)
         try:
             return await self._route(request)
         except Exception:  # a bug here must show in the log, and the phone gets an answer
