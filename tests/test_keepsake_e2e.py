@@ -290,8 +290,11 @@ def test_key_countdown_still_qr_fetch_per_visitor(
         time.sleep(0.5)
         assert k.qr_text() == ""
         assert requests.get(url + ".jpg", timeout=10).status_code == 200
+        stats_text = k.stats_path.read_text()
         k.exit_cleanly()
         assert k.stored() == []  # a clean exit deletes the keepsakes (keep_on_disk: false)
+        token = url.rsplit("/", 1)[1]  # the photo's only key: in no log line, nor the stats
+        assert token not in "".join(k.log) and token not in stats_text, "a token was logged"
     finally:
         k.kill()
 

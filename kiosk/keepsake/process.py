@@ -36,6 +36,7 @@ from kiosk.keepsake.store import (
     Lookup,
     is_token,
 )
+from kiosk.util.logs import SafeFormatter
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,9 @@ def _child(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the kiosk stops us
     with contextlib.suppress(OSError):  # the render loop wins any fight for the CPU
         os.nice(NICE)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))  # no token in a line
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     mirror = StoreMirror()
     stop = threading.Event()
     server_box: list[Any] = []

@@ -42,6 +42,7 @@ from aiohttp.web_request import BaseRequest
 
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.counts import ServerCounts
+from kiosk.keepsake.privacy import hide_tokens
 from kiosk.keepsake.store import SWEEP_EVERY_S, Found, KeepsakeError, Lookup
 
 log = logging.getLogger(__name__)
@@ -414,7 +415,9 @@ class KeepsakeServer:
         try:
             return await self._route(request)
         except Exception:  # a bug here must show in the log, and the phone gets an answer
-            log.exception("keepsakes: request %s %s failed", request.method, request.raw_path[:80])
+            log.exception(
+                "keepsakes: request %s %s failed", request.method, hide_tokens(request.raw_path[:80])
+            )
             return self._answer(500)
 
     async def _route(self, request: BaseRequest) -> web.StreamResponse:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
+from kiosk.keepsake.privacy import photo_id
 from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ class KeepsakeStore:
                 except OSError as exc:
                     log.warning("keepsakes: cannot delete %s: %s", rec.path, exc)
         for rec, expired in doomed:
-            log.info("keepsake %s… deleted (%s)", rec.token[:4], "time-to-live" if expired else "limits")
+            log.info("keepsake %s deleted (%s)", photo_id(rec.token), "time-to-live" if expired else "limits")
         return len(doomed)
 
     def records(self) -> list[KeepsakeRecord]:
