@@ -80,6 +80,17 @@ class SignalState:
                 continue
 
 
+def ignore_stray_signals() -> None:
+    """For a helper process (the keepsake server): the signals a person may send to every process
+    of the kiosk at once (``pkill -HUP -f kiosk``) are ignored instead of killing it; SIGTERM stays
+    the way to end it (the kiosk ends it anyway)."""
+    for sig in (signal.SIGINT, signal.SIGQUIT, RELOAD_SIGNAL, *ignored_signals()):
+        try:
+            signal.signal(sig, signal.SIG_IGN)
+        except (OSError, ValueError):
+            continue
+
+
 _early: SignalState | None = None
 
 

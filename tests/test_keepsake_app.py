@@ -104,6 +104,9 @@ keepsake: {{enabled: {str(enabled).lower()}, listen: "127.0.0.1:{port}"}}
             assert _status(port, "/") == 404
             assert _status(port, f"/p/{OLD_TOKEN}.jpg") == 410  # the old photo went at start-up: gone
             assert not (folder / f"{OLD_TOKEN}.jpg").exists()
+            proc.send_signal(signal.SIGUSR1)  # before: the kiosk died with 138, no clean-up
+            time.sleep(0.5)
+            assert proc.poll() is None and _status(port, "/") == 404, "SIGUSR1 ended the kiosk"
             while time.monotonic() < deadline:
                 fams = _families(prom.read_text())
                 refused = fams.get("faceswap_kiosk_keepsake_refused_requests")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -172,6 +173,10 @@ def test_after_a_restart_a_photo_deleted_at_the_last_exit_answers_410(tmp_path: 
         assert _get(port, f"/p/{token}")[0] == 410  # before: 404
         assert _get(port, f"/p/{token}.jpg")[0] == 410
         assert _get(port, f"/p/{'A' * 22}")[0] == 404
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT, signal.SIGALRM):
+            os.kill(srv.pid, sig)  # a person's signal to every kiosk process: not the server's end
+        time.sleep(0.3)
+        assert srv.is_alive() and _get(port, f"/p/{token}")[0] == 410  # before: killed by SIGUSR1
     finally:
         srv.stop()
         again.close()

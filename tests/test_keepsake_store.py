@@ -143,7 +143,8 @@ def test_the_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(os, "replace", broken)
     with pytest.raises(KeepsakeError, match="No space left"):
         store.add(JPEG)
-    assert len(list(store.folder.glob("*.jpg*"))) == 1  # only the first photo; no .tmp left behind
+    assert len(list(store.folder.glob("*.jpg"))) == 1  # only the first photo
+    assert not list(store.folder.glob("*.tmp"))  # no .tmp left behind
 
 
 def test_every_keepsake_is_deleted_at_start_and_at_exit(tmp_path: Path) -> None:

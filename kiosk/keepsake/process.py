@@ -36,6 +36,7 @@ from kiosk.keepsake.store import (
     Lookup,
     is_token,
 )
+from kiosk.signals import ignore_stray_signals
 from kiosk.util.logs import SafeFormatter
 
 log = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ def _child(
     handler = logging.StreamHandler()
     handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))  # no token in a line
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    ignore_stray_signals()  # SIGHUP, SIGUSR1, … sent to every kiosk process: not our end
     mirror = StoreMirror()
     stop = threading.Event()
     server_box: list[Any] = []
