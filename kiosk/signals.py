@@ -4,10 +4,11 @@ the config, or is counted and ignored; none ends the kiosk with its default acti
 * SIGTERM, SIGINT, SIGQUIT → :attr:`SignalState.stop` (exit status 0, keepsakes deleted as at any
   clean exit);
 * SIGHUP → :attr:`SignalState.reload` (re-read the config now);
-* SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSTKFLT, SIGXCPU and the
-  real-time signals → counted and ignored (the shutdown line names them); SIGPIPE and SIGXFSZ are
+* SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSTKFLT, SIGXCPU, SIGTSTP,
+  SIGTTIN, SIGTTOU and the real-time signals → counted and ignored (the shutdown line names them;
+  a paused kiosk would be killed by the watchdog, without clean-up); SIGPIPE and SIGXFSZ are
   ignored by Python itself (a failed write raises instead);
-* SIGTSTP/SIGTTIN/SIGTTOU keep their default (the process is paused, not ended); SIGSEGV, SIGBUS,
+* SIGSEGV, SIGBUS,
   SIGFPE, SIGILL, SIGABRT, SIGTRAP and SIGSYS stay crashes (a Python handler cannot resume after a
   real fault); SIGKILL and SIGSTOP cannot be caught.
 
@@ -23,7 +24,9 @@ from collections import Counter
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 RELOAD_SIGNAL = signal.SIGHUP
-_IGNORED_NAMES = "SIGUSR1 SIGUSR2 SIGALRM SIGVTALRM SIGPROF SIGIO SIGPOLL SIGPWR SIGSTKFLT SIGXCPU"
+_IGNORED_NAMES = (
+    "SIGUSR1 SIGUSR2 SIGALRM SIGVTALRM SIGPROF SIGIO SIGPOLL SIGPWR SIGSTKFLT SIGXCPU SIGTSTP SIGTTIN SIGTTOU"
+)
 
 
 def ignored_signals() -> list[int]:
