@@ -60,8 +60,9 @@ class GoneTokens:
         return hashlib.sha256(self.salt + token.encode()).hexdigest()[:_HASH_HEX]
 
     def add(self, token: str) -> None:
-        self._hashes[self._hash(token)] = None
-        self._hashes.move_to_end(self._hash(token))
+        h = self._hash(token)
+        self._hashes[h] = None
+        self._hashes.move_to_end(h)
         while len(self._hashes) > self.limit:
             self._hashes.popitem(last=False)
 
