@@ -192,3 +192,43 @@ def test_nothing_is_written_under_home_but_the_kiosks_own_folders(tmp_path):
     assert [w for w in written if not w.startswith(allowed)] == []
     assert loaded == 1, err[-2000:]  # models loaded and the face library built (and cached):
     assert any(w.startswith(".cache/faceswap-kiosk/faces/") for w in written), written
+
+
+def test_signals_a_person_may_send_never_kill_and_the_shutdown_line_counts_each(tmp_path):
+    """SIGUSR1/SIGUSR2/SIGALRM/SIGPWR/SIGTSTP are counted and ignored (before: SIGUSR1 killed the kiosk
+    with 138, no clean-up), a burst of SIGHUPs reloads, SIGQUIT stops cleanly with 0 (before: a
+    core dump), and the shutdown line names each signal once with its count."""
+    cfg = _booth(tmp_path)
+    stats = tmp_path / "s.json"
+    proc = _kiosk(cfg, "--stats-json", str(stats), "--stats-interval", "0.2")
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not stats.is_file() and proc.poll() is None:
+            time.sleep(0.1)
+        for sig in (
+            signal.SIGUSR1,
+            signal.SIGUSR2,
+            signal.SIGALRM,
+            signal.SIGPWR,
+            signal.SIGTSTP,
+            signal.SIGUSR1,
+        ):
+            proc.send_signal(sig)
+            time.sleep(0.05)
+        for _ in range(10):
+            proc.send_signal(signal.SIGHUP)
+            time.sleep(0.05)  # pending signals of one kind coalesce in the kernel
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGQUIT)
+        rc = proc.wait(timeout=10)
+        err = proc.stderr.read() if proc.stderr else ""
+    finally:
+        _reap(proc)
+    assert rc == 0, err[-2000:]
+    assert "Traceback" not in err, err[-2000:]
+    line = next(ln for ln in err.splitlines() if "shutting down" in ln)
+    # each once (with its count; signals of one kind that arrive together are one, so the count
+    # is not exact here: test_signals.py counts 160 SIGHUPs)
+    for name in ("SIGUSR1", "SIGUSR2", "SIGALRM", "SIGPWR", "SIGTSTP", "SIGHUP", "SIGQUIT"):
+        assert line.count(name) == 1, line

@@ -20,6 +20,7 @@ from net_helpers import free_port
 from kiosk.app.kiosk_app import KioskApp, RunOptions
 from kiosk.appliance.monitoring import render_metrics
 from kiosk.config import parse_config
+from kiosk.keepsake.privacy import GONE_FILE
 from kiosk.keepsake.service import KeepsakeService
 from kiosk.keepsake.store import Found, KeepsakeError
 
@@ -101,8 +102,11 @@ keepsake: {{enabled: {str(enabled).lower()}, listen: "127.0.0.1:{port}"}}
         if enabled:
             assert _until(lambda: _answers(port)), "the keepsake server did not come up"
             assert _status(port, "/") == 404
-            assert _status(port, f"/p/{OLD_TOKEN}.jpg") == 404  # the old photo went at start-up
+            assert _status(port, f"/p/{OLD_TOKEN}.jpg") == 410  # the old photo went at start-up: gone
             assert not (folder / f"{OLD_TOKEN}.jpg").exists()
+            proc.send_signal(signal.SIGUSR1)  # before: the kiosk died with 138, no clean-up
+            time.sleep(0.5)
+            assert proc.poll() is None and _status(port, "/") == 404, "SIGUSR1 ended the kiosk"
             while time.monotonic() < deadline:
                 fams = _families(prom.read_text())
                 refused = fams.get("faceswap_kiosk_keepsake_refused_requests")
@@ -154,7 +158,7 @@ def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
         assert svc.metrics()["evicted"] == 1
     finally:
         svc.close()
-    assert list((tmp_path / "k").iterdir()) == []
+    assert [p.name for p in (tmp_path / "k").iterdir()] == [GONE_FILE]  # no photo, no address
 
 
 def test_a_service_that_cannot_start_says_so_on_the_staff_line(tmp_path: Path) -> None:

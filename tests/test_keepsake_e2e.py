@@ -180,8 +180,8 @@ class Kiosk:
     def stored(self) -> list[Path]:
         return sorted(self.photos.glob("*.jpg")) if self.photos.is_dir() else []
 
-    def exit_cleanly(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
+    def exit_cleanly(self, sig: int = signal.SIGTERM) -> None:
+        self.proc.send_signal(sig)
         rc = self.proc.wait(30)
         assert rc == 0, self.tail()
         assert "Traceback" not in "".join(self.log), self.tail(60)
@@ -290,8 +290,14 @@ def test_key_countdown_still_qr_fetch_per_visitor(
         time.sleep(0.5)
         assert k.qr_text() == ""
         assert requests.get(url + ".jpg", timeout=10).status_code == 200
-        k.exit_cleanly()
+        stats_text = k.stats_path.read_text()
+        k.proc.send_signal(signal.SIGUSR1)  # before: the kiosk died with 138, the photo left on disk
+        time.sleep(0.5)
+        assert k.proc.poll() is None and requests.get(url + ".jpg", timeout=10).status_code == 200
+        k.exit_cleanly(signal.SIGQUIT if mode == "live" else signal.SIGTERM)
         assert k.stored() == []  # a clean exit deletes the keepsakes (keep_on_disk: false)
+        token = url.rsplit("/", 1)[1]  # the photo's only key: in no log line, nor the stats
+        assert token not in "".join(k.log) and token not in stats_text, "a token was logged"
     finally:
         k.kill()
 

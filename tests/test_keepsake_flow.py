@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 from typing import Any
 
 import cv2
@@ -23,6 +24,7 @@ from kiosk.keepsake.flow import (
     duration_text,
     short_address,
 )
+from kiosk.keepsake.privacy import photo_id
 from kiosk.keepsake.qr import qr_matrix
 from kiosk.keepsake.still import Picture, composite
 from kiosk.types import Face, SwappedFace
@@ -268,3 +270,16 @@ def test_a_reloaded_config_changes_the_flow_at_once_and_keepsakes_stay_on_until_
     )
     app.apply_config(new)
     assert app.keepsake.flow.options == FlowOptions(True, 5.0, 30.0, True, 900.0)
+
+
+def test_the_qr_line_in_the_log_names_the_photo_by_id_never_by_its_address(caplog) -> None:
+    """Issue 28, item 3: the address is the photo's only key, and logs are kept and shipped."""
+    b = Booth()
+    with caplog.at_level(logging.INFO, logger="kiosk.keepsake.flow"):
+        b.flow.press()
+        for dt in (0.0, 1.0, 1.0, 1.2, 0.02, 0.02):
+            b.step(dt)
+    line = next(r.getMessage() for r in caplog.records if "QR code on screen" in r.getMessage())
+    token = URL.rsplit("/", 1)[1]
+    assert token not in caplog.text and "/p/" not in caplog.text
+    assert line.endswith(f"photo {photo_id(token)}")

@@ -122,3 +122,30 @@ def test_a_full_queue_refuses_at_once_with_a_staff_line(tmp_path: Path) -> None:
         t0 = time.monotonic()
         printer.close(timeout_s=3)
         assert time.monotonic() - t0 < 3.5
+
+
+def test_a_print_commands_error_naming_the_photo_shows_no_token(tmp_path: Path, caplog) -> None:
+    """Issue 28, item 3: lp's "cannot open /…/<token>.jpg" reaches the staff line and the stats;
+    the photo id stands for the token there and in the log's "printed" line."""
+    import logging
+
+    from kiosk.keepsake.privacy import photo_id
+    from kiosk.keepsake.store import new_token
+
+    token = new_token()
+    photo = _photo(tmp_path, f"{token}.jpg")
+    fail = f"{PY} -c \"import sys; sys.stderr.write('lp: cannot open ' + sys.argv[1]); sys.exit(1)\" {{file}}"
+    printer = Printer(fail, timeout_s=5)
+    try:
+        with caplog.at_level(logging.INFO, logger="kiosk.keepsake.printer"):
+            printer.submit(photo)
+            _wait(printer)
+            assert printer.problem.endswith(f"lp: cannot open {tmp_path}/#{photo_id(token)}.jpg")
+            printer.update(f'{PY} -c "pass" {{file}}', 5)
+            printer.submit(photo)
+            _wait(printer)
+        assert printer.counts.printed == 1
+        assert token not in printer.problem and token[:4] + "…" not in caplog.text
+        assert f"{photo_id(token)} printed by" in caplog.text
+    finally:
+        printer.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import signal
 import socket
 import time
 from pathlib import Path
@@ -158,3 +159,24 @@ def test_the_server_process_exits_when_the_kiosk_is_killed(tmp_path: Path) -> No
     assert _until(gone, 10), "the server process outlived the kiosk"
     with pytest.raises(ConnectionRefusedError):
         _get(port, "/")
+
+
+def test_after_a_restart_a_photo_deleted_at_the_last_exit_answers_410(tmp_path: Path) -> None:
+    """Issue 28, item 11: the new server process is told the store's memory of deleted photos."""
+    store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()
+    token = store.add(JPEG).token
+    store.close()  # the clean exit deletes it
+    again = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()  # the next start
+    port = free_port()
+    srv = KeepsakeServerProcess(again, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}")).start()
+    try:
+        assert _get(port, f"/p/{token}")[0] == 410  # before: 404
+        assert _get(port, f"/p/{token}.jpg")[0] == 410
+        assert _get(port, f"/p/{'A' * 22}")[0] == 404
+        for sig in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGQUIT, signal.SIGALRM):
+            os.kill(srv.pid, sig)  # a person's signal to every kiosk process: not the server's end
+        time.sleep(0.3)
+        assert srv.is_alive() and _get(port, f"/p/{token}")[0] == 410  # before: killed by SIGUSR1
+    finally:
+        srv.stop()
+        again.close()

@@ -228,7 +228,7 @@ def test_after_the_ttl_the_address_is_gone_410_and_the_file_deleted(
     for path in (f"/p/{rec.token}", f"/p/{rec.token}.jpg"):
         status, _, body = _get(server, path)
         assert status == 410 and JPEG not in body
-    assert list(store.folder.iterdir()) == []
+    assert not list(store.folder.glob("*.jpg"))
 
 
 def test_each_client_has_its_own_rate_limit(store: KeepsakeStore, clock: Clock) -> None:
@@ -383,3 +383,43 @@ def test_url_base_is_discovered_from_the_interface_on_the_booth_lan() -> None:
     lan = str(ipaddress.ip_network(nets[0], strict=False))
     cfg = KeepsakeConfig(listen="0.0.0.0:8088", allow=["198.51.100.0/24", lan])
     assert url_base_of(cfg) == f"http://{address}:8088"
+
+
+def test_the_parsers_own_400s_carry_the_security_headers_and_echo_nothing(
+    server: KeepsakeServer, store: KeepsakeStore
+) -> None:
+    """Issue 28, item 7: aiohttp's low-level answers (before: its own text, which quotes the request
+    line with the token, no security headers, ``Server: Python/3.11 aiohttp/…``)."""
+    tok = store.add(JPEG).token.encode()
+    end = b"Host: k\r\nConnection: close\r\n\r\n"
+    hostile = {
+        "NUL": b"GET /p/" + tok + b"\x00 HTTP/1.1\r\n" + end,
+        "bad version": b"GET /p/" + tok + b" HTTP/9.Z\r\n" + end,
+        "header over 2 KiB": b"GET /p/" + tok + b" HTTP/1.1\r\nCookie: " + b"c" * 4000 + b"\r\n" + end,
+        "over 32 headers": b"GET /p/"
+        + tok
+        + b" HTTP/1.1\r\n"
+        + b"".join(b"X-%d: 1\r\n" % i for i in range(40))
+        + end,
+        "LF-only lines": b"GET /p/" + tok + b" HTTP/1.1\nHost: k\n\n",
+        "Content-Length and chunked": b"GET /p/"
+        + tok
+        + b" HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n"
+        + end
+        + b"0\r\n\r\n",
+    }
+    for what, request in hostile.items():
+        answer = _raw(server.port, request)
+        head, _, body = answer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        assert lines[0].startswith("HTTP/1.") and lines[0][9] == "4", (what, answer[:200])
+        headers = {k.lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:])}
+        assert headers.get("cache-control") == "no-store", what
+        assert headers.get("content-security-policy") == CSP, what
+        assert headers.get("x-content-type-options") == "nosniff", what
+        assert headers.get("x-frame-options") == "DENY", what
+        assert "aiohttp" not in headers.get("server", "").lower() and b"aiohttp" not in answer.lower(), what
+        assert tok not in answer and b"GET" not in body, (what, body[:200])
+    _, headers, _ = _get(server, f"/p/{tok.decode()}")
+    assert headers["server"] == "faceswap-kiosk"  # the normal pages too
+    assert _get(server, f"/p/{tok.decode()}")[0] == 200  # and the server goes on

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kiosk.keepsake.privacy import GONE_FILE
 from kiosk.keepsake.store import (
     Found,
     KeepsakeError,
@@ -69,7 +70,7 @@ def test_after_the_ttl_the_token_is_gone_and_the_file_deleted(tmp_path: Path) ->
     assert store.lookup(rec.token).found is Found.GONE
     assert store.read(rec.token) == (store.lookup(rec.token), None)
     assert store.counts.expired == 1
-    assert list(store.folder.iterdir()) == []
+    assert [p.name for p in store.folder.iterdir()] == [GONE_FILE]
 
 
 def test_a_lookup_alone_expires_the_photo(tmp_path: Path) -> None:
@@ -142,7 +143,8 @@ def test_the_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(os, "replace", broken)
     with pytest.raises(KeepsakeError, match="No space left"):
         store.add(JPEG)
-    assert len(list(store.folder.iterdir())) == 1  # only the first photo; no .tmp left behind
+    assert len(list(store.folder.glob("*.jpg"))) == 1  # only the first photo
+    assert not list(store.folder.glob("*.tmp"))  # no .tmp left behind
 
 
 def test_every_keepsake_is_deleted_at_start_and_at_exit(tmp_path: Path) -> None:
@@ -153,8 +155,8 @@ def test_every_keepsake_is_deleted_at_start_and_at_exit(tmp_path: Path) -> None:
     other = store.folder / "README.txt"
     other.write_text("not ours")
     again = _store(tmp_path, clock)  # the next start (the first never closed: a crash)
-    assert sorted(p.name for p in again.folder.iterdir()) == ["README.txt"]
-    assert again.lookup(recs[0].token).found is Found.UNKNOWN
+    assert sorted(p.name for p in again.folder.iterdir()) == [GONE_FILE, "README.txt"]
+    assert again.lookup(recs[0].token).found is Found.GONE  # deleted at this start: 410 (before: 404)
     rec = again.add(JPEG)
     again.close()
     assert not rec.path.exists()
@@ -200,3 +202,40 @@ def test_threads_add_and_read_at_once(tmp_path: Path) -> None:
         t.join()
     assert errors == []
     assert len(store.records()) == 10 == len(list(store.folder.glob("*.jpg")))
+
+
+def test_a_photo_deleted_at_exit_is_gone_410_after_a_restart_and_no_token_is_written(tmp_path: Path) -> None:
+    """Issue 28, item 11: the deleted photos are remembered across a restart as salted hashes."""
+    clock = Clock()
+    store = _store(tmp_path, clock, ttl_s=10)
+    expired, kept = store.add(JPEG), None
+    clock.t += 11
+    store.sweep()  # deleted by its time-to-live while running
+    kept = store.add(JPEG)
+    store.close()  # deleted at the exit
+    gone_file = store.folder / GONE_FILE
+    text = gone_file.read_text()
+    assert expired.token not in text and kept.token not in text
+    assert stat.S_IMODE(gone_file.stat().st_mode) == 0o600
+    again = _store(tmp_path, clock)
+    assert again.lookup(kept.token).found is Found.GONE  # before: 404
+    assert again.lookup(expired.token).found is Found.GONE
+    assert again.lookup("A" * 22).found is Found.UNKNOWN
+
+
+def test_the_memory_of_deleted_photos_is_bounded_and_a_broken_file_is_one_line(
+    tmp_path: Path, caplog
+) -> None:
+    from kiosk.keepsake.privacy import GoneTokens
+
+    gone = GoneTokens(limit=3)
+    for t in "ABCDE":
+        gone.add(t * 22)
+    assert len(gone) == 3 and "A" * 22 not in gone and "E" * 22 in gone
+    folder = tmp_path / "keepsakes"
+    folder.mkdir()
+    (folder / GONE_FILE).write_bytes(b"\xff garbage \x00")
+    store = _store(tmp_path, Clock())  # starts with an empty memory, writes a good file
+    assert len([r for r in caplog.records if GONE_FILE in r.getMessage()]) == 1
+    assert (folder / GONE_FILE).read_text().startswith("# faceswap-kiosk")
+    store.close()

@@ -355,7 +355,7 @@ class KioskApp:
         model loader, and release the models' sessions here, before the interpreter exits (an
         ONNX Runtime thread still running at exit aborts the process: ``terminate called ...``)."""
         if self.signals.received:
-            log.info("signal %s: shutting down", ",".join(str(s) for s in self.signals.received))
+            log.info("signal %s: shutting down", self.signals.summary())
         self.stop.set()
         self.workers.join(timeout_s)
 

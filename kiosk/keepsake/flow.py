@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.keepsake.privacy import photo_id
 from kiosk.keepsake.qr import qr_matrix
 from kiosk.keepsake.still import Picture, composite, encode_jpeg
 from kiosk.render.keepsake_ui import KeepsakeView
@@ -348,10 +349,10 @@ class KeepsakeFlow:
         c.capture_to_qr_ms = (now - self._t_capture) * 1e3
         c.latencies_ms = [*c.latencies_ms, c.latency_ms][-50:]
         log.info(
-            "keepsake: QR code on screen %.0f ms after the key (%.0f ms after the still): %s",
+            "keepsake: QR code on screen %.0f ms after the key (%.0f ms after the still): photo %s",
             c.latency_ms,
             c.capture_to_qr_ms,
-            short_address(saved.url),
+            photo_id(saved.url.rsplit("/", 1)[-1]),  # never the address: it is the photo's key
         )
 
     def _fail(self, now: float, line: str, why: str) -> None:

@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from kiosk.keepsake.privacy import hide_tokens, photo_id
+
 log = logging.getLogger(__name__)
 
 #: Photos waiting for the printer; one more is refused (a staff line says so).
@@ -125,9 +127,9 @@ class Printer:
             )
             return
         if proc.returncode != 0:
-            detail = _first_line(err)
+            detail = hide_tokens(_first_line(err))  # the staff line and stats name no address
             self._fail(f"print failed: {name} exited {proc.returncode}" + (f": {detail}" if detail else ""))
             return
         self.counts.printed += 1
         self.problem = ""
-        log.info("keepsakes: %s printed by %s", path.name[:4] + "…", name)
+        log.info("keepsakes: %s printed by %s", photo_id(path.name.removesuffix(".jpg")), name)

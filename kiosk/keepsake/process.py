@@ -21,12 +21,12 @@ import queue
 import signal
 import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.counts import COUNT_FIELDS
+from kiosk.keepsake.privacy import GoneTokens
 from kiosk.keepsake.store import (
     GONE_MEMORY,
     Found,
@@ -36,6 +36,8 @@ from kiosk.keepsake.store import (
     Lookup,
     is_token,
 )
+from kiosk.signals import ignore_stray_signals
+from kiosk.util.logs import SafeFormatter
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ class StoreMirror:
         self._clock = clock
         self._lock = threading.Lock()
         self._records: dict[str, KeepsakeRecord] = {}
-        self._gone: OrderedDict[str, None] = OrderedDict()
+        self._gone = GoneTokens(GONE_MEMORY)
 
     def apply(self, message: tuple[str, Any]) -> None:
         kind, value = message
@@ -61,9 +63,9 @@ class StoreMirror:
                 self._records[value.token] = value
             elif kind == "gone":
                 self._records.pop(value, None)
-                self._gone[value] = None
-                while len(self._gone) > GONE_MEMORY:
-                    self._gone.popitem(last=False)
+                self._gone.add(value)
+            elif kind == "gone_tokens":  # the store's memory of deleted photos, at the start
+                self._gone = value
 
     def lookup(self, token: str) -> Lookup:
         if not is_token(token):
@@ -91,7 +93,7 @@ class StoreMirror:
             old = [t for t, r in self._records.items() if r.expires <= now]
             for token in old:
                 del self._records[token]
-                self._gone[token] = None
+                self._gone.add(token)
         return len(old)
 
 
@@ -108,7 +110,10 @@ def _child(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the kiosk stops us
     with contextlib.suppress(OSError):  # the render loop wins any fight for the CPU
         os.nice(NICE)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))  # no token in a line
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    ignore_stray_signals()  # SIGHUP, SIGUSR1, … sent to every kiosk process: not our end
     mirror = StoreMirror()
     stop = threading.Event()
     server_box: list[Any] = []
@@ -195,6 +200,7 @@ class KeepsakeServerProcess:
         self.url_base = ""
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> KeepsakeServerProcess:
+        self._inbox.put(("gone_tokens", self.store.gone_tokens()))  # 410 for the last run's photos
         self.store.listener = self._inbox.put  # from now on, every change in order
         for rec in self.store.records():
             self._inbox.put(("add", rec))

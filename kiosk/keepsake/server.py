@@ -44,6 +44,7 @@ from aiohttp.web_request import BaseRequest
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.counts import ServerCounts
 from kiosk.keepsake.guard import ConnectionGuard, ConnectionLimits
+from kiosk.keepsake.privacy import hide_tokens
 from kiosk.keepsake.store import SWEEP_EVERY_S, Found, KeepsakeError, Lookup
 
 log = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ _SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Resource-Policy": "same-origin",
+    "Server": "faceswap-kiosk",  # instead of aiohttp's "Python/3.x aiohttp/3.x"
 }
 _STATUS_TEXT = {
     400: "Bad request",
@@ -231,10 +233,44 @@ class _RefusalLog(logging.LoggerAdapter):  # type: ignore[type-arg]
         self.logger.debug(msg, *args, **kwargs)
 
 
+def plain_answer(status: int) -> web.Response:
+    """An answer with the security headers and a fixed text: never an echo of the request."""
+    headers = dict(_SECURITY_HEADERS)
+    if status == 405:
+        headers["Allow"] = "GET, HEAD"
+    if status == 429:
+        headers["Retry-After"] = "2"
+    return web.Response(status=status, text=f"{status} {_STATUS_TEXT.get(status, '')}\n", headers=headers)
+
+
+class _RequestHandler(web_protocol.RequestHandler):  # type: ignore[misc]
+    """aiohttp's connection handler, whose own error answers (its parser's 400s: a NUL, a bad
+    version, a header over the limits, bare LF line ends, Content-Length with chunked; a 500 or
+    504) are :func:`plain_answer`'s instead of aiohttp's text, which echoes the request line (a
+    token with it) and lacks the security headers."""
+
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        self.log_exception("refused a request from %s", request.remote, exc_info=exc)  # counted
+        if request.writer.output_size > 0:  # as aiohttp: an answer was begun, the connection is broken
+            raise ConnectionError("an answer was already sent; cannot send an error answer")
+        resp = plain_answer(status)
+        resp.force_close()
+        return resp
+
+
 class _Server(web.Server):  # type: ignore[misc]
     """aiohttp's low-level server, telling the guard each connection that closes."""
 
     guard: ConnectionGuard | None = None
+
+    def __call__(self) -> web_protocol.RequestHandler:
+        return _RequestHandler(self, loop=self._loop, **self._kwargs)
 
     def connection_lost(self, handler: web_protocol.RequestHandler, exc: BaseException | None = None) -> None:
         if self.guard is not None:
@@ -416,12 +452,7 @@ class KeepsakeServer:
 
     def _answer(self, status: int) -> web.Response:
         self.counts.refused += 1
-        headers = dict(_SECURITY_HEADERS)
-        if status == 405:
-            headers["Allow"] = "GET, HEAD"
-        if status == 429:
-            headers["Retry-After"] = "2"
-        return web.Response(status=status, text=f"{status} {_STATUS_TEXT.get(status, '')}\n", headers=headers)
+        return plain_answer(status)
 
     async def _handle(self, request: BaseRequest) -> web.StreamResponse:
         if self._guard is not None:
@@ -429,7 +460,9 @@ class KeepsakeServer:
         try:
             return await self._route(request)
         except Exception:  # a bug here must show in the log, and the phone gets an answer
-            log.exception("keepsakes: request %s %s failed", request.method, request.raw_path[:80])
+            log.exception(
+                "keepsakes: request %s %s failed", request.method, hide_tokens(request.raw_path[:80])
+            )
             return self._answer(500)
 
     async def _route(self, request: BaseRequest) -> web.StreamResponse:

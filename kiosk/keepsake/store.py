@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 
+from kiosk.keepsake.privacy import GONE_FILE, GoneTokens, photo_id
 from kiosk.util.atomic import atomic_write
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,8 @@ TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{22}")
 _FILE_SUFFIX = ".jpg"
 #: How often the store is swept (photos past their time-to-live deleted even when nobody asks).
 SWEEP_EVERY_S = 1.0
-#: Tokens remembered as gone (410) after their photo was deleted; older ones answer 404.
+#: Tokens remembered as gone (410) after their photo was deleted, also across a restart (as salted
+#: hashes in the folder's GONE_FILE, ~250 kB at most); older ones answer 404.
 GONE_MEMORY = 10_000
 
 
@@ -103,7 +105,7 @@ class KeepsakeStore:
         self._clock = clock
         self._lock = threading.Lock()
         self._records: OrderedDict[str, KeepsakeRecord] = OrderedDict()  # oldest first
-        self._gone: OrderedDict[str, None] = OrderedDict()
+        self._gone = GoneTokens(GONE_MEMORY)
         self._bytes = 0
         self.counts = StoreCounts()
         #: Told ("add", record) and ("gone", token) under the lock, in order (the server process's
@@ -121,9 +123,13 @@ class KeepsakeStore:
             log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
         found = self._files_on_disk()
         with self._lock:
+            self._gone = GoneTokens.load(self.folder / GONE_FILE, GONE_MEMORY)
             if not self._limits.keep_on_disk:
                 for path in found:
                     path.unlink(missing_ok=True)
+                    if path.suffix == _FILE_SUFFIX:  # a photo of a run that did not exit cleanly
+                        self._gone.add(path.name.removesuffix(_FILE_SUFFIX))
+                self._save_gone()
                 if found:
                     log.info(
                         "keepsakes: %d photo(s) of a previous run deleted from %s", len(found), self.folder
@@ -154,6 +160,7 @@ class KeepsakeStore:
                 self._notify(("gone", rec.token))
             self._records.clear()
             self._bytes = 0
+            self._save_gone()
         for path in self._files_on_disk():  # leftovers: a temporary file of an add cut short
             path.unlink(missing_ok=True)
 
@@ -248,8 +255,10 @@ class KeepsakeStore:
                     rec.path.unlink(missing_ok=True)
                 except OSError as exc:
                     log.warning("keepsakes: cannot delete %s: %s", rec.path, exc)
+            if doomed:
+                self._save_gone()
         for rec, expired in doomed:
-            log.info("keepsake %s… deleted (%s)", rec.token[:4], "time-to-live" if expired else "limits")
+            log.info("keepsake %s deleted (%s)", photo_id(rec.token), "time-to-live" if expired else "limits")
         return len(doomed)
 
     def records(self) -> list[KeepsakeRecord]:
@@ -270,9 +279,16 @@ class KeepsakeStore:
                 log.exception("keepsakes: the server process could not be told %s", message[0])
 
     def _forget(self, token: str) -> None:
-        self._gone[token] = None
-        while len(self._gone) > GONE_MEMORY:
-            self._gone.popitem(last=False)
+        self._gone.add(token)
+
+    def _save_gone(self) -> None:
+        """Under the lock: the deleted photos' file, for 410 after a restart."""
+        self._gone.save(self.folder / GONE_FILE)
+
+    def gone_tokens(self) -> GoneTokens:
+        """A copy of the deleted photos' hashes (for the server process's mirror)."""
+        with self._lock:
+            return self._gone.copy()
 
     def _files_on_disk(self) -> list[Path]:
         """The keepsakes (and temporary files of keepsakes) in the folder; nothing else is touched."""
