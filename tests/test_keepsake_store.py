@@ -200,3 +200,15 @@ def test_threads_add_and_read_at_once(tmp_path: Path) -> None:
         t.join()
     assert errors == []
     assert len(store.records()) == 10 == len(list(store.folder.glob("*.jpg")))
+
+
+def test_a_folder_deleted_while_running_is_created_again(tmp_path: Path) -> None:
+    import shutil
+
+    store = _store(tmp_path, Clock())
+    store.add(JPEG)
+    shutil.rmtree(store.folder)
+    rec = store.add(JPEG)  # not "every later photo fails until restart"
+    assert rec.path.read_bytes() == JPEG
+    assert stat.S_IMODE(store.folder.stat().st_mode) == 0o700
+    assert store.lookup(rec.token).found is Found.OK

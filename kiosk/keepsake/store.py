@@ -114,11 +114,7 @@ class KeepsakeStore:
     def open(self) -> KeepsakeStore:
         """Create the folder (0700); delete every keepsake in it, or with ``keep_on_disk`` take
         them back (their time-to-live counts from the file's time)."""
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            os.chmod(self.folder, 0o700)
-        except OSError as exc:
-            log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
+        self._make_folder()
         found = self._files_on_disk()
         with self._lock:
             if not self._limits.keep_on_disk:
@@ -181,7 +177,12 @@ class KeepsakeStore:
         token = new_token()
         path = self.folder / f"{token}{_FILE_SUFFIX}"
         try:
-            atomic_write(path, jpeg, mode=0o600, make_folder=False)
+            try:
+                atomic_write(path, jpeg, mode=0o600, make_folder=False)
+            except FileNotFoundError:  # the folder was deleted while the kiosk runs: made again
+                self._make_folder()
+                log.warning("keepsakes: %s was missing; created it again", self.folder)
+                atomic_write(path, jpeg, mode=0o600, make_folder=False)
         except OSError as exc:
             raise KeepsakeError(f"keepsake: cannot write {self.folder}: {exc.strerror or exc}") from None
         now = self._clock()
@@ -262,6 +263,13 @@ class KeepsakeStore:
             return self._bytes
 
     # -- helpers ------------------------------------------------------------------------------
+    def _make_folder(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.chmod(self.folder, 0o700)
+        except OSError as exc:
+            log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
+
     def _notify(self, message: tuple[str, object]) -> None:
         if self.listener is not None:
             try:
