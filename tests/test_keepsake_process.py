@@ -46,9 +46,11 @@ def test_the_mirror_answers_like_the_store(tmp_path: Path) -> None:
     rec = KeepsakeRecord(TOKEN, tmp_path / f"{TOKEN}.jpg", 1000.0, 1060.0, len(JPEG))
     assert mirror.lookup(TOKEN).found is Found.UNKNOWN
     mirror.apply(("add", rec))
-    assert mirror.lookup(TOKEN).record == rec
-    assert mirror.read(TOKEN)[0].found is Found.GONE  # the file is not there: never a 200 without it
+    # the file is not there: never a 200 without it, for the page (lookup) as for the JPEG (read)
+    assert mirror.lookup(TOKEN).found is Found.GONE
+    assert mirror.read(TOKEN)[0].found is Found.GONE
     rec.path.write_bytes(JPEG)
+    assert mirror.lookup(TOKEN).record == rec
     assert mirror.read(TOKEN) == (mirror.lookup(TOKEN), JPEG)
     now[0] = 1060.0
     assert mirror.lookup(TOKEN).found is Found.GONE  # expired before any sweep

@@ -69,7 +69,7 @@ def test_after_the_ttl_the_token_is_gone_and_the_file_deleted(tmp_path: Path) ->
     assert store.lookup(rec.token).found is Found.GONE
     assert store.read(rec.token) == (store.lookup(rec.token), None)
     assert store.counts.expired == 1
-    assert list(store.folder.iterdir()) == []
+    assert [p.name for p in store.folder.iterdir()] == [".lock"]  # the folder's owner, no photo
 
 
 def test_a_lookup_alone_expires_the_photo(tmp_path: Path) -> None:
@@ -142,7 +142,8 @@ def test_the_write_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(os, "replace", broken)
     with pytest.raises(KeepsakeError, match="No space left"):
         store.add(JPEG)
-    assert len(list(store.folder.iterdir())) == 1  # only the first photo; no .tmp left behind
+    assert len(list(store.folder.glob("*.jpg"))) == 1  # only the first photo
+    assert not list(store.folder.glob("*.tmp"))  # no .tmp left behind
 
 
 def test_every_keepsake_is_deleted_at_start_and_at_exit(tmp_path: Path) -> None:
@@ -152,8 +153,10 @@ def test_every_keepsake_is_deleted_at_start_and_at_exit(tmp_path: Path) -> None:
     (store.folder / f".{recs[0].token}.jpg.abc.tmp").write_bytes(b"half")  # a crash mid-write
     other = store.folder / "README.txt"
     other.write_text("not ours")
+    assert store._lock_fd is not None
+    os.close(store._lock_fd)  # a crash: the kernel drops the dead kiosk's lock, the file stays
     again = _store(tmp_path, clock)  # the next start (the first never closed: a crash)
-    assert sorted(p.name for p in again.folder.iterdir()) == ["README.txt"]
+    assert sorted(p.name for p in again.folder.iterdir()) == [".lock", "README.txt"]
     assert again.lookup(recs[0].token).found is Found.UNKNOWN
     rec = again.add(JPEG)
     again.close()
@@ -212,3 +215,25 @@ def test_a_folder_deleted_while_running_is_created_again(tmp_path: Path) -> None
     assert rec.path.read_bytes() == JPEG
     assert stat.S_IMODE(store.folder.stat().st_mode) == 0o700
     assert store.lookup(rec.token).found is Found.OK
+
+
+def test_a_second_kiosk_on_the_same_folder_is_refused_and_deletes_nothing(tmp_path: Path) -> None:
+    first = _store(tmp_path, Clock())
+    rec = first.add(JPEG)
+    second = KeepsakeStore(first.folder, first.limits, Clock())
+    with pytest.raises(KeepsakeError, match="in use by another kiosk"):
+        second.open()
+    second.close()  # its exit must not empty the first one's folder either
+    assert rec.path.read_bytes() == JPEG and first.lookup(rec.token).found is Found.OK
+    first.close()
+    assert not rec.path.exists()
+    third = KeepsakeStore(first.folder, first.limits, Clock()).open()  # the folder is free again
+    third.close()
+
+
+def test_page_and_jpeg_agree_when_the_file_is_gone(tmp_path: Path) -> None:
+    store = _store(tmp_path, Clock())
+    rec = store.add(JPEG)
+    rec.path.unlink()  # deleted behind the store's back
+    assert store.lookup(rec.token).found is Found.GONE  # the page: 410, like the JPEG
+    assert store.read(rec.token)[0].found is Found.GONE

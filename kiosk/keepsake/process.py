@@ -70,8 +70,8 @@ class StoreMirror:
             return Lookup(Found.UNKNOWN)
         with self._lock:
             rec = self._records.get(token)
-            if rec is not None and rec.expires > self._clock():
-                return Lookup(Found.OK, rec)
+            if rec is not None and rec.expires > self._clock() and rec.path.exists():
+                return Lookup(Found.OK, rec)  # no file: GONE, for the page as for the JPEG
             if rec is not None or token in self._gone:
                 return Lookup(Found.GONE)
         return Lookup(Found.UNKNOWN)

@@ -11,6 +11,7 @@ every keepsake in the folder unless ``keep_on_disk``.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -34,6 +35,8 @@ _FILE_SUFFIX = ".jpg"
 SWEEP_EVERY_S = 1.0
 #: Tokens remembered as gone (410) after their photo was deleted; older ones answer 404.
 GONE_MEMORY = 10_000
+#: The lock file that makes one kiosk the owner of a keepsake folder (``flock``).
+LOCK_NAME = ".lock"
 
 
 def new_token() -> str:
@@ -109,12 +112,15 @@ class KeepsakeStore:
         #: Told ("add", record) and ("gone", token) under the lock, in order (the server process's
         #: mirror of the index); it must not block.
         self.listener: Callable[[tuple[str, object]], None] | None = None
+        self._lock_fd: int | None = None  # the folder's lock (held from open to close)
 
     # -- life cycle ---------------------------------------------------------------------------
     def open(self) -> KeepsakeStore:
-        """Create the folder (0700); delete every keepsake in it, or with ``keep_on_disk`` take
-        them back (their time-to-live counts from the file's time)."""
+        """Create the folder (0700) and lock it (one owner: :class:`KeepsakeError` when another
+        kiosk holds it, and nothing in it is touched); delete every keepsake in it, or with
+        ``keep_on_disk`` take them back (their time-to-live counts from the file's time)."""
         self._make_folder()
+        self._take_lock()
         found = self._files_on_disk()
         with self._lock:
             if not self._limits.keep_on_disk:
@@ -140,7 +146,15 @@ class KeepsakeStore:
         return self
 
     def close(self) -> None:
-        """At a clean exit: delete every keepsake unless ``keep_on_disk``."""
+        """At a clean exit: delete every keepsake unless ``keep_on_disk``; release the folder."""
+        try:
+            self._close_photos()
+        finally:
+            self._release_lock()
+
+    def _close_photos(self) -> None:
+        if self._lock_fd is None:  # never opened, or another kiosk's folder: not ours to empty
+            return
         with self._lock:
             if self._limits.keep_on_disk:
                 return
@@ -182,6 +196,7 @@ class KeepsakeStore:
             except FileNotFoundError:  # the folder was deleted while the kiosk runs: made again
                 self._make_folder()
                 log.warning("keepsakes: %s was missing; created it again", self.folder)
+                self._take_lock()  # the old lock went with the old folder
                 atomic_write(path, jpeg, mode=0o600, make_folder=False)
         except OSError as exc:
             raise KeepsakeError(f"keepsake: cannot write {self.folder}: {exc.strerror or exc}") from None
@@ -203,7 +218,8 @@ class KeepsakeStore:
         with self._lock:
             rec = self._records.get(token)
             if rec is not None:
-                return Lookup(Found.OK, rec)
+                # page and JPEG agree: a photo whose file is gone is gone for both
+                return Lookup(Found.OK, rec) if rec.path.exists() else Lookup(Found.GONE)
             return Lookup(Found.GONE if token in self._gone else Found.UNKNOWN)
 
     def read(self, token: str) -> tuple[Lookup, bytes | None]:
@@ -269,6 +285,49 @@ class KeepsakeStore:
             os.chmod(self.folder, 0o700)
         except OSError as exc:
             log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
+
+    def _take_lock(self) -> None:
+        """Hold ``LOCK_NAME`` in the folder (``flock``, released by the kernel if the kiosk dies;
+        the file is removed at :meth:`close`, so a lock taken on a file just removed is retried)."""
+        path = self.folder / LOCK_NAME
+        for _ in range(10):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise KeepsakeError(f"keepsake: cannot create {path}: {exc.strerror or exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise KeepsakeError(
+                    f"keepsake: {self.folder} is in use by another kiosk; give each kiosk its own "
+                    "keepsake folder (KIOSK_KEEPSAKE_DIR)"
+                ) from None
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the owner removed it as we opened it: take the new one
+        else:
+            raise KeepsakeError(f"keepsake: cannot lock {path}; remove it and restart the kiosk")
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_fd = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is None:
+            return
+        try:
+            if os.stat(self.folder / LOCK_NAME).st_ino == os.fstat(self._lock_fd).st_ino:
+                os.unlink(self.folder / LOCK_NAME)  # still held: nobody else can own it yet
+        except OSError:
+            pass
+        os.close(self._lock_fd)  # closing the file releases the flock
+        self._lock_fd = None
 
     def _notify(self, message: tuple[str, object]) -> None:
         if self.listener is not None:
