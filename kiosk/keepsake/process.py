@@ -95,6 +95,19 @@ class StoreMirror:
         return len(old)
 
 
+def lower_priority(nice: int = NICE) -> str:
+    """Lower this process's CPU priority by ``nice``; what happened, as a phrase for the log line
+    ("at nice 10", or why it stays at the kiosk's priority: a seccomp filter denying
+    ``setpriority``, for example)."""
+    try:
+        return f"at nice {os.nice(nice)}"
+    except OSError as exc:
+        return (
+            f"at the kiosk's own priority: lowering it by {nice} failed ({exc.strerror or exc}; "
+            "allow setpriority in the unit's SystemCallFilter=)"
+        )
+
+
 def _child(
     cfg: KeepsakeConfig,
     inbox: multiprocessing.Queue[Any],
@@ -106,8 +119,7 @@ def _child(
     from kiosk.keepsake.server import KeepsakeServer  # aiohttp: in this process only
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the kiosk stops us
-    with contextlib.suppress(OSError):  # the render loop wins any fight for the CPU
-        os.nice(NICE)
+    priority = lower_priority()  # the render loop wins any fight for the CPU
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     mirror = StoreMirror()
     stop = threading.Event()
@@ -136,7 +148,7 @@ def _child(
         outbox.put(("error", str(exc)))
         return
     server_box.append(server)
-    outbox.put(("ready", server.port, server.url_base))
+    outbox.put(("ready", server.port, server.url_base, priority))
     try:
         while not stop.wait(0.5):
             for i, name in enumerate(COUNT_FIELDS):
@@ -215,8 +227,10 @@ class KeepsakeServerProcess:
         if message[0] == "error":
             self.stop()
             raise KeepsakeError(message[1])
-        _, self.port, self.url_base = message
-        log.info("keepsakes: serving %s from process %d", self.cfg.listen, self._proc.pid)
+        _, self.port, self.url_base, priority = message
+        (log.info if priority.startswith("at nice") else log.warning)(
+            "keepsakes: serving %s from process %d %s", self.cfg.listen, self._proc.pid, priority
+        )
         return self
 
     @property
