@@ -202,7 +202,7 @@ def test_the_prometheus_file_counts_keepsakes() -> None:
     assert "keepsake" not in render_metrics(stats, up=True, now_unix=1.0)
     stats["keepsakes"] = {
         "taken": 5, "stored": 3, "page_views": 9, "downloaded": 4, "printed": 2, "print_failed": 1,
-        "expired": 1, "evicted": 1, "refused": 7, "connections_refused": 2,
+        "expired": 1, "evicted": 1, "refused": 7, "connections_refused": 2, "server_up": 0,
     }  # fmt: skip
     fams = _families(render_metrics(stats, up=True, now_unix=1.0))
     total = fams["faceswap_kiosk_keepsakes"]
@@ -211,3 +211,7 @@ def test_the_prometheus_file_counts_keepsakes() -> None:
     refused = fams["faceswap_kiosk_keepsake_refused_requests"]
     assert {dict(labels)["how"]: v for (_, labels), v in refused.items()} == {"answer": 7, "connection": 2}
     assert fams["faceswap_kiosk_keepsakes_stored"] == {("faceswap_kiosk_keepsakes_stored", ()): 3}
+    assert fams["faceswap_kiosk_keepsake_server_up"] == {("faceswap_kiosk_keepsake_server_up", ()): 0}
+    stats["keepsakes"]["server_up"] = 1
+    up = _families(render_metrics(stats, up=True, now_unix=1.0))["faceswap_kiosk_keepsake_server_up"]
+    assert up == {("faceswap_kiosk_keepsake_server_up", ()): 1}

@@ -44,6 +44,8 @@ PROMPT_KEEP_HINT = "Otherwise it is not saved"
 SCAN_TITLE = "Scan to take your photo home"
 NO_PICTURE = "No picture yet \u2014 try again in a moment"
 NOT_SAVED = "Sorry, the photo could not be saved"
+#: The web server is down or hung: no photo is taken, and a QR code on screen is withdrawn.
+UNAVAILABLE = "Sorry, photos are unavailable right now \u2014 nothing was saved"
 
 
 class Phase(str, Enum):
@@ -84,6 +86,7 @@ class Saved:
 
     url: str
     expires: float
+    token: str = ""  # the store's token (to withdraw it)
 
 
 class Saver(Protocol):
@@ -193,6 +196,20 @@ class KeepsakeFlow:
             self._enter(Phase.SAVING, now)
         elif self.phase is Phase.SHOW and now - self._t_phase >= DISMISS_GRACE_S:
             self._back_to_live(now)
+
+    def unavailable(self, now: float | None = None) -> Saved | None:
+        """The web server does not serve: a press shows :data:`UNAVAILABLE` instead of a
+        countdown; a QR code on screen (nobody could fetch it) is replaced by it. Returns the
+        withdrawn keepsake (for the caller to delete), else None."""
+        now = self._clock() if now is None else now
+        if self.phase is Phase.FAILED:
+            return None
+        withdrawn = self._saved if self.phase is Phase.SHOW else None
+        if self.phase is Phase.SHOW:
+            self.counts.taken -= 1  # not shown after all
+        self._fail(now, UNAVAILABLE, "the web server is not serving; no photo offered")
+        self._still, self._saved, self._qr = None, None, None
+        return withdrawn
 
     def cancel(self, now: float | None = None) -> None:
         """Back to live at once, whatever the phase (a config reload turned keepsakes off)."""

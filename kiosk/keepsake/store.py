@@ -269,6 +269,18 @@ class KeepsakeStore:
             log.info("keepsake %s… deleted (%s)", rec.token[:4], "time-to-live" if expired else "limits")
         return len(doomed)
 
+    def discard(self, token: str) -> None:
+        """Delete one photo now (its token answers gone); nothing when it is not kept."""
+        with self._lock:
+            rec = self._records.pop(token, None)
+            if rec is None:
+                return
+            self._bytes -= rec.size_bytes
+            self._forget(token)
+            self._notify(("gone", token))
+            rec.path.unlink(missing_ok=True)
+        log.info("keepsake %s… deleted (withdrawn)", token[:4])
+
     def records(self) -> list[KeepsakeRecord]:
         """The kept photos, oldest first."""
         with self._lock:
