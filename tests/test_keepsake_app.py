@@ -147,11 +147,11 @@ def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
         assert _status(port, "/p/../x") == 404
         want = {"taken": 1, "downloaded": 1, "refused": 1, "stored": 1}
         assert _until(lambda: {k: svc.metrics()[k] for k in want} == want), svc.metrics()
-        svc.apply(cfg.keepsake.model_copy(update={"max_photos": 1}))
         second = svc.keep(JPEG)
+        svc.apply(cfg.keepsake.model_copy(update={"max_photos": 1}))
         assert svc.store.lookup(kept.record.token).found is Found.GONE  # the new limit at once
         assert svc.store.lookup(second.record.token).found is Found.OK
-        assert svc.metrics()["evicted"] == 1
+        assert svc.metrics()["evicted"] == 1 and svc.full()
     finally:
         svc.close()
     assert list((tmp_path / "k").iterdir()) == []

@@ -28,6 +28,7 @@ TOKEN = "AbCdEfGhIjKlMnOpQrStUv"
 
 class Session:
     keepsake_options: Any = None
+    attract = False
 
 
 class Service:
@@ -45,6 +46,11 @@ class Service:
 
     def discard(self, token: str) -> None:
         self.discarded.append(token)
+
+    def full(self) -> bool:
+        return self.is_full
+
+    is_full = False
 
 
 def _host() -> tuple[KeepsakeHost, Service, Session]:
@@ -152,3 +158,13 @@ def test_a_killed_server_is_restarted_with_backoff_and_counted(
         assert _get(port, f"/p/{kept.record.token}.jpg") == 200  # the photo kept before is served
     finally:
         svc.close()
+
+
+def test_a_press_with_the_store_full_says_so_instead_of_taking() -> None:
+    from kiosk.keepsake.store import STORE_FULL
+
+    host, svc, _ = _host()
+    svc.is_full = True  # max_photos reached by photos younger than their ttl_s
+    host.step(("keepsake",), 1.0, Renderer())
+    assert host.flow is not None and host.flow.phase is Phase.FAILED
+    assert host.view is not None and host.view.message == STORE_FULL

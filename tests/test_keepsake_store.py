@@ -14,6 +14,7 @@ from kiosk.keepsake.store import (
     Found,
     KeepsakeError,
     KeepsakeStore,
+    StoreFull,
     StoreLimits,
     is_token,
 )
@@ -81,13 +82,32 @@ def test_a_lookup_alone_expires_the_photo(tmp_path: Path) -> None:
     assert not rec.path.exists()
 
 
-def test_max_photos_deletes_the_oldest_first(tmp_path: Path) -> None:
+def test_a_full_store_refuses_a_photo_and_evicts_none_before_its_ttl(tmp_path: Path) -> None:
+    """Enter held for 90 s took 53 photos under max_photos 50 and evicted earlier visitors' photos
+    (200 -> 410): a full store now refuses the new photo instead."""
     clock = Clock()
-    store = _store(tmp_path, clock, max_photos=3)
+    store = _store(tmp_path, clock, max_photos=3, ttl_s=60)
     recs = []
-    for _ in range(5):
+    for _ in range(3):
         recs.append(store.add(JPEG))
         clock.t += 1
+    assert store.full()
+    with pytest.raises(StoreFull, match="max_photos 3"):
+        store.add(JPEG)
+    assert [r.token for r in store.records()] == [r.token for r in recs]
+    assert all(store.lookup(r.token).found is Found.OK for r in recs)
+    assert store.counts.evicted == 0
+    clock.t += 57  # the first photo's time is up (t0 + 60): room for one
+    new = store.add(JPEG)
+    assert store.lookup(recs[0].token).found is Found.GONE and store.lookup(new.token).found is Found.OK
+    assert store.counts.expired == 1 and store.counts.evicted == 0
+
+
+def test_a_reload_lowering_max_photos_deletes_the_oldest_first(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock, max_photos=5)
+    recs = [store.add(JPEG) for _ in range(5)]
+    store.set_limits(StoreLimits(ttl_s=900, max_photos=3, max_mb=200))
     assert [r.token for r in store.records()] == [r.token for r in recs[2:]]
     for old in recs[:2]:
         assert store.lookup(old.token).found is Found.GONE
@@ -96,13 +116,14 @@ def test_max_photos_deletes_the_oldest_first(tmp_path: Path) -> None:
     assert store.counts.evicted == 2 and store.counts.expired == 0
 
 
-def test_max_mb_deletes_the_oldest_first(tmp_path: Path) -> None:
+def test_max_mb_refuses_a_photo_that_does_not_fit(tmp_path: Path) -> None:
     clock = Clock()
     store = _store(tmp_path, clock, max_mb=1)
     big = b"\xff\xd8" + b"y" * 400_000
-    a, b, c = store.add(big), store.add(big), store.add(big)  # 1.2 MB > 1 MB: a goes
-    assert store.lookup(a.token).found is Found.GONE and not a.path.exists()
-    assert store.lookup(b.token).found is Found.OK and store.lookup(c.token).found is Found.OK
+    a, b = store.add(big), store.add(big)
+    with pytest.raises(StoreFull, match="max_mb 1"):
+        store.add(big)  # 1.2 MB > 1 MB: refused, a is not evicted
+    assert store.lookup(a.token).found is Found.OK and store.lookup(b.token).found is Found.OK
     assert store.total_bytes() == 2 * len(big) <= 1_000_000
     with pytest.raises(KeepsakeError, match="max_mb"):
         store.add(b"\xff\xd8" + b"z" * 1_000_001)
@@ -184,6 +205,8 @@ def test_threads_add_and_read_at_once(tmp_path: Path) -> None:
 
     def writer() -> None:
         for _ in range(200):
+            if store.full():  # make room as the time-to-live would
+                store.discard(store.records()[0].token)
             tokens.append(store.add(JPEG).token)
 
     def reader() -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kiosk.booth.session import BoothSession
 from kiosk.config.schema import KeepsakeConfig, KioskConfig
 from kiosk.keepsake.flow import Phase
+from kiosk.keepsake.store import STORE_FULL
 
 if TYPE_CHECKING:
     from kiosk.keepsake.flow import KeepsakeFlow, Saved
@@ -95,6 +96,11 @@ class KeepsakeHost:
             withdrawn = flow.unavailable(mono)
             if withdrawn is not None and withdrawn.token and service is not None:
                 service.discard(withdrawn.token)  # its QR code is gone: the photo too
+            presses = 0
+        if self._session.attract:  # nobody at the booth: the next visitor starts afresh
+            flow.new_visitor()
+        if presses and flow.phase is Phase.IDLE and service is not None and service.full():
+            flow.refuse(STORE_FULL, mono)  # never evict a photo before its time, nor fail silently
             presses = 0
         for _ in range(presses):
             flow.press(mono)

@@ -164,6 +164,10 @@ class KeepsakeService:
         elif cfg.print_command and self.server is not None:
             self.printer = Printer(cfg.print_command, cfg.print_timeout_s, self.print_counts)
 
+    def full(self) -> bool:
+        """The store has no room for a photo without evicting one before its time-to-live."""
+        return self.store.full()
+
     def discard(self, token: str) -> None:
         """Delete a kept photo nobody can fetch (its QR code was withdrawn from the screen)."""
         self.store.discard(token)

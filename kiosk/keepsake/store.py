@@ -4,8 +4,9 @@ A photo is a JPEG file named by its token (128 random bits from :mod:`secrets`, 
 characters) in one folder, mode 0600, written through a temporary file and a rename so a reader never
 sees half a file. The index is in memory; one lock guards it, so the thread that takes photos and the
 server's thread that reads them may call in at once. Deletion is the default: each photo goes
-``ttl_s`` after it was taken (its token then answers *gone*, HTTP 410), the oldest go first beyond
-``max_photos`` or ``max_mb``, and :meth:`KeepsakeStore.open` / :meth:`KeepsakeStore.close` delete
+``ttl_s`` after it was taken (its token then answers *gone*, HTTP 410); a store full to
+``max_photos`` or ``max_mb`` refuses a new photo rather than evict one before its time (only a
+reload that lowers the limits deletes the oldest first), and :meth:`KeepsakeStore.open` / :meth:`KeepsakeStore.close` delete
 every keepsake in the folder unless ``keep_on_disk``.
 """
 
@@ -87,6 +88,17 @@ class StoreLimits:
 
 class KeepsakeError(Exception):
     """A photo could not be kept (one line for the staff view)."""
+
+
+#: What the screen says when the store is full of photos still within their time-to-live.
+STORE_FULL = "All photo places are taken right now \u2014 please try again in a few minutes"
+
+
+class StoreFull(KeepsakeError):
+    """``max_photos``/``max_mb`` are reached by photos younger than their ``ttl_s``: none of them
+    is evicted for a new one (their visitors were promised that time)."""
+
+    on_screen = STORE_FULL
 
 
 @dataclass
@@ -179,7 +191,8 @@ class KeepsakeStore:
 
     # -- photos -------------------------------------------------------------------------------
     def add(self, jpeg: bytes) -> KeepsakeRecord:
-        """Keep ``jpeg`` under a new token; the oldest photos go to stay within the limits."""
+        """Keep ``jpeg`` under a new token; :class:`StoreFull` when the limits are reached by
+        photos still within their time-to-live (none is evicted early for it)."""
         if not jpeg.startswith(b"\xff\xd8"):
             raise KeepsakeError("keepsake: not a JPEG; nothing stored")
         limits = self._limits
@@ -187,6 +200,13 @@ class KeepsakeStore:
             raise KeepsakeError(
                 f"keepsake: photo of {len(jpeg) / 1e6:.1f} MB is larger than keepsake.max_mb "
                 f"({limits.max_mb:g}); raise it"
+            )
+        self.sweep()  # photos past their time-to-live make room first
+        if self.full(len(jpeg)):
+            raise StoreFull(
+                f"keepsake: the store is full (keepsake.max_photos {limits.max_photos}, max_mb "
+                f"{limits.max_mb:g}) of photos younger than ttl_s; none evicted, nothing stored: "
+                "raise max_photos/max_mb or lower ttl_s"
             )
         token = new_token()
         path = self.folder / f"{token}{_FILE_SUFFIX}"
@@ -209,6 +229,12 @@ class KeepsakeStore:
             self._notify(("add", rec))
         self.sweep()
         return rec
+
+    def full(self, size_bytes: int = 0) -> bool:
+        """One more photo (of ``size_bytes``) would go over ``max_photos`` or ``max_mb``."""
+        limits = self._limits
+        with self._lock:
+            return len(self._records) + 1 > limits.max_photos or self._bytes + size_bytes > limits.max_bytes
 
     def lookup(self, token: str) -> Lookup:
         """The record of ``token``; GONE once deleted (time-to-live, limits); UNKNOWN otherwise."""
