@@ -44,7 +44,7 @@ START_TIMEOUT_S = 30.0
 #: The child's heartbeat: how often its event loop is asked to answer (and the beat written).
 BEAT_EVERY_S = 0.5
 #: A heartbeat older than this is a server that does not answer (stopped, hung): it is replaced.
-HUNG_S = 3.0
+HUNG_S = 10.0  # a niced server on a loaded 2-core booth can be slow to answer
 #: The server process's niceness (lower CPU priority than the kiosk's render loop).
 NICE = 10  # spawn imports aiohttp afresh: seconds on a loaded booth
 
