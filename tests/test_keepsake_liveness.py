@@ -168,3 +168,35 @@ def test_a_press_with_the_store_full_says_so_instead_of_taking() -> None:
     host.step(("keepsake",), 1.0, Renderer())
     assert host.flow is not None and host.flow.phase is Phase.FAILED
     assert host.view is not None and host.view.message == STORE_FULL
+
+
+@pytest.mark.slow
+def test_a_stopped_server_is_killed_and_replaced(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill -STOP: QR codes went on being issued while phones timed out."""
+    import kiosk.keepsake.process as process
+
+    monkeypatch.setattr(process, "HUNG_S", 0.8)
+    caplog.set_level("INFO", logger="kiosk.keepsake")
+    port = free_port()
+    svc = KeepsakeService(KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}"), tmp_path / "k").start()
+    try:
+        assert svc.wait_ready()
+        server = svc.server
+        assert isinstance(server, KeepsakeServerProcess) and server.pid is not None
+        stopped = server.pid
+        os.kill(stopped, signal.SIGSTOP)
+        deadline = time.monotonic() + 5
+        while svc.available and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not svc.available and svc.metrics()["server_up"] == 0  # no QR code offered
+        deadline = time.monotonic() + 30  # the sweeper thread kills it, then restarts it after 1 s
+        while not (svc.available and server.pid != stopped) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert svc.available and server.pid != stopped
+        assert "does not answer (no heartbeat for" in caplog.text and "restart 1" in caplog.text
+        with pytest.raises(ProcessLookupError):
+            os.kill(stopped, 0)  # the stopped one was killed (and reaped)
+    finally:
+        svc.close()

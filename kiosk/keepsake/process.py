@@ -268,8 +268,10 @@ class KeepsakeServerProcess:
     def is_alive(self) -> bool:
         return self._proc is not None and self._proc.is_alive()
 
-    def health(self, hung_s: float = HUNG_S) -> str:
-        """ "" while the child runs and its server answers; else what is wrong, for the log line."""
+    def health(self, hung_s: float | None = None) -> str:
+        """Empty while the child runs and its server answers (a heartbeat within ``hung_s``,
+        default :data:`HUNG_S`); else what is wrong, for the log line."""
+        hung_s = HUNG_S if hung_s is None else hung_s
         proc = self._proc
         if proc is None:
             return "is not running"
