@@ -151,11 +151,11 @@ def test_the_service_keeps_a_photo_reports_it_and_applies_a_reload(
         assert _status(port, "/p/../x") == 404
         want = {"taken": 1, "downloaded": 1, "refused": 1, "stored": 1}
         assert _until(lambda: {k: svc.metrics()[k] for k in want} == want), svc.metrics()
-        svc.apply(cfg.keepsake.model_copy(update={"max_photos": 1}))
         second = svc.keep(JPEG)
+        svc.apply(cfg.keepsake.model_copy(update={"max_photos": 1}))
         assert svc.store.lookup(kept.record.token).found is Found.GONE  # the new limit at once
         assert svc.store.lookup(second.record.token).found is Found.OK
-        assert svc.metrics()["evicted"] == 1
+        assert svc.metrics()["evicted"] == 1 and svc.full()
     finally:
         svc.close()
     assert [p.name for p in (tmp_path / "k").iterdir()] == [GONE_FILE]  # no photo, no address
@@ -206,7 +206,7 @@ def test_the_prometheus_file_counts_keepsakes() -> None:
     assert "keepsake" not in render_metrics(stats, up=True, now_unix=1.0)
     stats["keepsakes"] = {
         "taken": 5, "stored": 3, "page_views": 9, "downloaded": 4, "printed": 2, "print_failed": 1,
-        "expired": 1, "evicted": 1, "refused": 7, "connections_refused": 2,
+        "expired": 1, "evicted": 1, "refused": 7, "connections_refused": 2, "server_up": 0,
     }  # fmt: skip
     fams = _families(render_metrics(stats, up=True, now_unix=1.0))
     total = fams["faceswap_kiosk_keepsakes"]
@@ -215,3 +215,7 @@ def test_the_prometheus_file_counts_keepsakes() -> None:
     refused = fams["faceswap_kiosk_keepsake_refused_requests"]
     assert {dict(labels)["how"]: v for (_, labels), v in refused.items()} == {"answer": 7, "connection": 2}
     assert fams["faceswap_kiosk_keepsakes_stored"] == {("faceswap_kiosk_keepsakes_stored", ()): 3}
+    assert fams["faceswap_kiosk_keepsake_server_up"] == {("faceswap_kiosk_keepsake_server_up", ()): 0}
+    stats["keepsakes"]["server_up"] = 1
+    up = _families(render_metrics(stats, up=True, now_unix=1.0))["faceswap_kiosk_keepsake_server_up"]
+    assert up == {("faceswap_kiosk_keepsake_server_up", ()): 1}

@@ -118,3 +118,17 @@ def test_kiosk_keepsake_network_writes_and_removes(tmp_path: Path) -> None:
     cfg.write_text("keepsake: {listen: 8088}\n")
     r = run()
     assert r.returncode == 2 and "keepsake.listen: must be address:port" in r.stderr
+
+
+def test_the_unit_lets_the_keepsake_server_lower_its_priority() -> None:
+    """``~@privileged @resources`` denies setpriority (in @resources): os.nice(10) in the server's
+    process failed with EPERM under the shipped unit; a later allow line gives it back."""
+    unit = (Path(__file__).parent.parent / "deploy" / "system" / "faceswap-kiosk.service").read_text()
+    filters = [ln.split("=", 1)[1].split() for ln in unit.splitlines() if ln.startswith("SystemCallFilter=")]
+    allowed = False
+    for names in filters:
+        deny = names[0].startswith("~")
+        names = [n.lstrip("~") for n in names]
+        if "@resources" in names or "setpriority" in names:
+            allowed = not deny
+    assert allowed

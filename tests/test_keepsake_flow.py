@@ -283,3 +283,56 @@ def test_the_qr_line_in_the_log_names_the_photo_by_id_never_by_its_address(caplo
     token = URL.rsplit("/", 1)[1]
     assert token not in caplog.text and "/p/" not in caplog.text
     assert line.endswith(f"photo {photo_id(token)}")
+
+
+def test_enter_held_takes_a_photo_per_cooldown_and_at_most_the_visitors_cap() -> None:
+    """Enter held for 90 s took 53 photos; now one per cooldown_s and takes_per_visitor in all,
+    each refusal said on screen."""
+    from kiosk.keepsake.flow import COOLDOWN, ENOUGH, VISITOR_GAP_S
+
+    b = Booth(countdown_s=0.5, show_s=5.0, cooldown_s=10.0, takes_per_visitor=3)
+    unlimited = Booth(countdown_s=0.5, show_s=5.0, cooldown_s=0.0, takes_per_visitor=0)
+    messages = set()
+    for i in range(int(90 / 0.05)):  # 90 s; the key again every 0.85 s
+        for booth in (b, unlimited):
+            if i % 17 == 0:
+                booth.flow.press(booth.t)
+            view = booth.step(0.05)
+            if view.message and booth is b:
+                messages.add(view.message)
+    assert len(unlimited.saved) > 20  # what the booth did before
+    assert len(b.saved) == 3
+    assert ENOUGH in messages and any(m.startswith(COOLDOWN.split("{")[0]) for m in messages)
+    assert b.flow.stats()["limited"] > 0
+    b.flow.new_visitor()  # nobody at the booth for a while: the next visitor may take theirs
+    b.step(FAILED_S)
+    b.flow.press(b.t)
+    assert b.flow.phase is Phase.COUNTDOWN
+    b2 = Booth(countdown_s=1.0, cooldown_s=0.0, takes_per_visitor=1)
+    b2.flow.press(b2.t)
+    b2.step(1.0)
+    b2.step()
+    b2.step()
+    assert len(b2.saved) == 1 and b2.flow.phase is Phase.SHOW
+    b2.step(10.0)  # the QR code times out
+    b2.flow.press(b2.t)
+    assert b2.flow.phase is Phase.FAILED  # the visitor's one photo is taken
+    b2.step(VISITOR_GAP_S)  # a long gap after the last photo: a new visitor
+    b2.flow.press(b2.t)
+    assert b2.flow.phase is Phase.COUNTDOWN
+
+
+def test_a_full_store_is_said_on_screen() -> None:
+    from kiosk.keepsake.store import STORE_FULL, StoreFull
+
+    b = Booth(countdown_s=0.0)
+
+    def full(_: bytes) -> Saved:
+        raise StoreFull("keepsake: the store is full")
+
+    b.flow._save = full
+    b.flow.press(b.t)
+    b.step()
+    b.step()
+    view = b.step()
+    assert b.flow.phase is Phase.FAILED and view.message == STORE_FULL

@@ -15,7 +15,7 @@ import pytest
 from net_helpers import free_port
 
 from kiosk.config import KeepsakeConfig
-from kiosk.keepsake.process import NICE, KeepsakeServerProcess, StoreMirror
+from kiosk.keepsake.process import NICE, KeepsakeServerProcess, StoreMirror, lower_priority
 from kiosk.keepsake.store import Found, KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
 
 JPEG = b"\xff\xd8\xff\xe0" + b"m" * 3000 + b"\xff\xd9"
@@ -47,9 +47,11 @@ def test_the_mirror_answers_like_the_store(tmp_path: Path) -> None:
     rec = KeepsakeRecord(TOKEN, tmp_path / f"{TOKEN}.jpg", 1000.0, 1060.0, len(JPEG))
     assert mirror.lookup(TOKEN).found is Found.UNKNOWN
     mirror.apply(("add", rec))
-    assert mirror.lookup(TOKEN).record == rec
-    assert mirror.read(TOKEN)[0].found is Found.GONE  # the file is not there: never a 200 without it
+    # the file is not there: never a 200 without it, for the page (lookup) as for the JPEG (read)
+    assert mirror.lookup(TOKEN).found is Found.GONE
+    assert mirror.read(TOKEN)[0].found is Found.GONE
     rec.path.write_bytes(JPEG)
+    assert mirror.lookup(TOKEN).record == rec
     assert mirror.read(TOKEN) == (mirror.lookup(TOKEN), JPEG)
     now[0] = 1060.0
     assert mirror.lookup(TOKEN).found is Found.GONE  # expired before any sweep
@@ -57,7 +59,19 @@ def test_the_mirror_answers_like_the_store(tmp_path: Path) -> None:
     assert mirror.lookup(TOKEN).found is Found.GONE and mirror.lookup("../" + TOKEN).found is Found.UNKNOWN
 
 
-def test_the_server_process_serves_the_kiosks_store(tmp_path: Path) -> None:
+def test_a_priority_that_cannot_be_lowered_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    def denied(_: int) -> int:  # what seccomp's SystemCallErrorNumber=EPERM makes of setpriority
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "nice", denied)
+    line = lower_priority()
+    assert "failed (Operation not permitted" in line and "setpriority" in line
+    monkeypatch.setattr(os, "nice", lambda n: 10)
+    assert lower_priority() == "at nice 10"
+
+
+def test_the_server_process_serves_the_kiosks_store(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="kiosk.keepsake.process")
     clock = [time.time()]
     store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200), lambda: clock[0]).open()
     before = store.add(JPEG)  # taken before the server started: told at start
@@ -65,6 +79,7 @@ def test_the_server_process_serves_the_kiosks_store(tmp_path: Path) -> None:
     srv = KeepsakeServerProcess(store, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}")).start()
     try:
         assert srv.pid != os.getpid() and srv.is_alive()
+        assert f"from process {srv.pid} at nice " in caplog.text  # the log says its priority
         assert os.getpriority(os.PRIO_PROCESS, srv.pid) >= os.getpriority(os.PRIO_PROCESS, 0) + min(
             NICE, 19 - os.getpriority(os.PRIO_PROCESS, 0)
         )

@@ -15,6 +15,7 @@ from kiosk.keepsake.store import (
     Found,
     KeepsakeError,
     KeepsakeStore,
+    StoreFull,
     StoreLimits,
     is_token,
 )
@@ -70,7 +71,7 @@ def test_after_the_ttl_the_token_is_gone_and_the_file_deleted(tmp_path: Path) ->
     assert store.lookup(rec.token).found is Found.GONE
     assert store.read(rec.token) == (store.lookup(rec.token), None)
     assert store.counts.expired == 1
-    assert [p.name for p in store.folder.iterdir()] == [GONE_FILE]
+    assert sorted(p.name for p in store.folder.iterdir()) == sorted([GONE_FILE, ".lock"])  # no photo
 
 
 def test_a_lookup_alone_expires_the_photo(tmp_path: Path) -> None:
@@ -82,13 +83,32 @@ def test_a_lookup_alone_expires_the_photo(tmp_path: Path) -> None:
     assert not rec.path.exists()
 
 
-def test_max_photos_deletes_the_oldest_first(tmp_path: Path) -> None:
+def test_a_full_store_refuses_a_photo_and_evicts_none_before_its_ttl(tmp_path: Path) -> None:
+    """Enter held for 90 s took 53 photos under max_photos 50 and evicted earlier visitors' photos
+    (200 -> 410): a full store now refuses the new photo instead."""
     clock = Clock()
-    store = _store(tmp_path, clock, max_photos=3)
+    store = _store(tmp_path, clock, max_photos=3, ttl_s=60)
     recs = []
-    for _ in range(5):
+    for _ in range(3):
         recs.append(store.add(JPEG))
         clock.t += 1
+    assert store.full()
+    with pytest.raises(StoreFull, match="max_photos 3"):
+        store.add(JPEG)
+    assert [r.token for r in store.records()] == [r.token for r in recs]
+    assert all(store.lookup(r.token).found is Found.OK for r in recs)
+    assert store.counts.evicted == 0
+    clock.t += 57  # the first photo's time is up (t0 + 60): room for one
+    new = store.add(JPEG)
+    assert store.lookup(recs[0].token).found is Found.GONE and store.lookup(new.token).found is Found.OK
+    assert store.counts.expired == 1 and store.counts.evicted == 0
+
+
+def test_a_reload_lowering_max_photos_deletes_the_oldest_first(tmp_path: Path) -> None:
+    clock = Clock()
+    store = _store(tmp_path, clock, max_photos=5)
+    recs = [store.add(JPEG) for _ in range(5)]
+    store.set_limits(StoreLimits(ttl_s=900, max_photos=3, max_mb=200))
     assert [r.token for r in store.records()] == [r.token for r in recs[2:]]
     for old in recs[:2]:
         assert store.lookup(old.token).found is Found.GONE
@@ -97,13 +117,14 @@ def test_max_photos_deletes_the_oldest_first(tmp_path: Path) -> None:
     assert store.counts.evicted == 2 and store.counts.expired == 0
 
 
-def test_max_mb_deletes_the_oldest_first(tmp_path: Path) -> None:
+def test_max_mb_refuses_a_photo_that_does_not_fit(tmp_path: Path) -> None:
     clock = Clock()
     store = _store(tmp_path, clock, max_mb=1)
     big = b"\xff\xd8" + b"y" * 400_000
-    a, b, c = store.add(big), store.add(big), store.add(big)  # 1.2 MB > 1 MB: a goes
-    assert store.lookup(a.token).found is Found.GONE and not a.path.exists()
-    assert store.lookup(b.token).found is Found.OK and store.lookup(c.token).found is Found.OK
+    a, b = store.add(big), store.add(big)
+    with pytest.raises(StoreFull, match="max_mb 1"):
+        store.add(big)  # 1.2 MB > 1 MB: refused, a is not evicted
+    assert store.lookup(a.token).found is Found.OK and store.lookup(b.token).found is Found.OK
     assert store.total_bytes() == 2 * len(big) <= 1_000_000
     with pytest.raises(KeepsakeError, match="max_mb"):
         store.add(b"\xff\xd8" + b"z" * 1_000_001)
@@ -154,8 +175,10 @@ def test_every_keepsake_is_deleted_at_start_and_at_exit(tmp_path: Path) -> None:
     (store.folder / f".{recs[0].token}.jpg.abc.tmp").write_bytes(b"half")  # a crash mid-write
     other = store.folder / "README.txt"
     other.write_text("not ours")
+    assert store._lock_fd is not None
+    os.close(store._lock_fd)  # a crash: the kernel drops the dead kiosk's lock, the file stays
     again = _store(tmp_path, clock)  # the next start (the first never closed: a crash)
-    assert sorted(p.name for p in again.folder.iterdir()) == [GONE_FILE, "README.txt"]
+    assert sorted(p.name for p in again.folder.iterdir()) == sorted([GONE_FILE, ".lock", "README.txt"])
     assert again.lookup(recs[0].token).found is Found.GONE  # deleted at this start: 410 (before: 404)
     rec = again.add(JPEG)
     again.close()
@@ -183,6 +206,8 @@ def test_threads_add_and_read_at_once(tmp_path: Path) -> None:
 
     def writer() -> None:
         for _ in range(200):
+            if store.full():  # make room as the time-to-live would
+                store.discard(store.records()[0].token)
             tokens.append(store.add(JPEG).token)
 
     def reader() -> None:
@@ -239,3 +264,37 @@ def test_the_memory_of_deleted_photos_is_bounded_and_a_broken_file_is_one_line(
     assert len([r for r in caplog.records if GONE_FILE in r.getMessage()]) == 1
     assert (folder / GONE_FILE).read_text().startswith("# faceswap-kiosk")
     store.close()
+
+
+def test_a_folder_deleted_while_running_is_created_again(tmp_path: Path) -> None:
+    import shutil
+
+    store = _store(tmp_path, Clock())
+    store.add(JPEG)
+    shutil.rmtree(store.folder)
+    rec = store.add(JPEG)  # not "every later photo fails until restart"
+    assert rec.path.read_bytes() == JPEG
+    assert stat.S_IMODE(store.folder.stat().st_mode) == 0o700
+    assert store.lookup(rec.token).found is Found.OK
+
+
+def test_a_second_kiosk_on_the_same_folder_is_refused_and_deletes_nothing(tmp_path: Path) -> None:
+    first = _store(tmp_path, Clock())
+    rec = first.add(JPEG)
+    second = KeepsakeStore(first.folder, first.limits, Clock())
+    with pytest.raises(KeepsakeError, match="in use by another kiosk"):
+        second.open()
+    second.close()  # its exit must not empty the first one's folder either
+    assert rec.path.read_bytes() == JPEG and first.lookup(rec.token).found is Found.OK
+    first.close()
+    assert not rec.path.exists()
+    third = KeepsakeStore(first.folder, first.limits, Clock()).open()  # the folder is free again
+    third.close()
+
+
+def test_page_and_jpeg_agree_when_the_file_is_gone(tmp_path: Path) -> None:
+    store = _store(tmp_path, Clock())
+    rec = store.add(JPEG)
+    rec.path.unlink()  # deleted behind the store's back
+    assert store.lookup(rec.token).found is Found.GONE  # the page: 410, like the JPEG
+    assert store.read(rec.token)[0].found is Found.GONE

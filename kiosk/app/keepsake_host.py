@@ -14,11 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from kiosk.booth.session import BoothSession
 from kiosk.config.schema import KeepsakeConfig, KioskConfig
+from kiosk.keepsake.flow import Phase
+from kiosk.keepsake.store import STORE_FULL
 
 if TYPE_CHECKING:
     from kiosk.keepsake.flow import KeepsakeFlow, Saved
     from kiosk.keepsake.service import KeepsakeService
     from kiosk.keepsake.still import Picture
+
+#: Phases that offer a photo (a countdown towards one, a QR code): ended while the server is down.
+_OFFERING = (Phase.COUNTDOWN, Phase.SHOW)
 
 #: (frame_bgr, crops) of the picture on screen, as last uploaded; None before the first.
 ShownPicture = Callable[[], "tuple[Any, Any] | None"]
@@ -74,17 +79,30 @@ class KeepsakeHost:
 
         assert self.service is not None
         kept = self.service.keep(jpeg)
-        return Saved(kept.url, kept.record.expires)
+        return Saved(kept.url, kept.record.expires, kept.record.token)
 
     def step(self, actions: tuple[str, ...], mono: float, renderer: Any) -> None:
         """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
         flow = self.flow
         if flow is None:
             return
-        serving = self.service is not None and self.service.available
-        # the session applies the key (and the banner tells) only while the server serves
-        self._session.keepsake_options = flow.options if serving else None
-        for _ in range(actions.count("keepsake")):
+        service = self.service
+        serving = service is not None and service.available
+        # the key is taken (and the banner says photos are kept) while keepsakes run, also while
+        # the server is down: the visitor is then told photos are unavailable, never ignored
+        self._session.keepsake_options = flow.options if service is not None else None
+        presses = actions.count("keepsake")
+        if not serving and (presses and flow.phase is Phase.IDLE or flow.phase in _OFFERING):
+            withdrawn = flow.unavailable(mono)
+            if withdrawn is not None and withdrawn.token and service is not None:
+                service.discard(withdrawn.token)  # its QR code is gone: the photo too
+            presses = 0
+        if self._session.attract:  # nobody at the booth: the next visitor starts afresh
+            flow.new_visitor()
+        if presses and flow.phase is Phase.IDLE and service is not None and service.full():
+            flow.refuse(STORE_FULL, mono)  # never evict a photo before its time, nor fail silently
+            presses = 0
+        for _ in range(presses):
             flow.press(mono)
         kv = flow.step(self._copy_picture, mono)
         self.view = kv if kv.active else None

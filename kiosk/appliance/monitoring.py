@@ -300,6 +300,12 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
             ],
         )
         t.one("keepsakes_stored", "gauge", "Keepsake photos kept right now.", keepsakes["stored"])
+        t.one(
+            "keepsake_server_up",
+            "gauge",
+            "1 while the keepsake web server is alive and answering (QR codes offered), else 0.",
+            keepsakes.get("server_up", 0),
+        )
     return "\n".join(t.lines) + "\n"
 
 

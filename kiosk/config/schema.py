@@ -517,10 +517,31 @@ class KeepsakeConfig(_Section):
         description="A photo is deleted this long after it is taken; its address then answers 410 Gone.",
     )
     max_photos: int = Field(
-        50, ge=1, le=10_000, description="Keep at most this many photos (the oldest is deleted first)."
+        50,
+        ge=1,
+        le=10_000,
+        description="Keep at most this many photos; when full, the screen says so and takes none (no "
+        "photo is deleted before its ttl_s; a reload lowering it deletes the oldest first).",
     )
     max_mb: float = Field(
-        200.0, ge=1, le=100_000, description="Keep at most this many megabytes of photos (oldest go first)."
+        200.0,
+        ge=1,
+        le=100_000,
+        description="Keep at most this many megabytes of photos (full: as max_photos).",
+    )
+    cooldown_s: float = Field(
+        10.0,
+        ge=0,
+        le=3600,
+        description="After a photo is taken, the key takes no other for this long (the screen says "
+        "when the next one can be taken); 0: no wait.",
+    )
+    takes_per_visitor: int = Field(
+        5,
+        ge=0,
+        le=1000,
+        description="Photos one visitor may take: counted until the attract screen comes on (nobody at "
+        "the booth) or 2 min after their last photo; then the screen thanks them instead; 0: no cap.",
     )
     keep_on_disk: bool = Field(
         False,

@@ -45,6 +45,13 @@ PROMPT_KEEP_HINT = "Otherwise it is not saved"
 SCAN_TITLE = "Scan to take your photo home"
 NO_PICTURE = "No picture yet \u2014 try again in a moment"
 NOT_SAVED = "Sorry, the photo could not be saved"
+#: A visitor's takes count until the attract screen comes on (nobody at the booth) or this long
+#: after their last photo (``keepsake.takes_per_visitor``).
+VISITOR_GAP_S = 120.0
+COOLDOWN = "One moment \u2014 the next photo in {s} s"
+ENOUGH = "That's all the photos for now \u2014 thank you! The next visitor's turn"
+#: The web server is down or hung: no photo is taken, and a QR code on screen is withdrawn.
+UNAVAILABLE = "Sorry, photos are unavailable right now \u2014 nothing was saved"
 
 
 class Phase(str, Enum):
@@ -66,6 +73,8 @@ class FlowOptions:
     show_s: float = 20.0
     confirm: bool = False
     ttl_s: float = 900.0
+    cooldown_s: float = 10.0
+    takes_per_visitor: int = 5  # 0: no cap
 
     @classmethod
     def of(cls, keepsake: Any) -> FlowOptions:
@@ -76,6 +85,8 @@ class FlowOptions:
             show_s=float(keepsake.show_s),
             confirm=bool(keepsake.confirm),
             ttl_s=float(keepsake.ttl_s),
+            cooldown_s=float(keepsake.cooldown_s),
+            takes_per_visitor=int(keepsake.takes_per_visitor),
         )
 
 
@@ -85,6 +96,7 @@ class Saved:
 
     url: str
     expires: float
+    token: str = ""  # the store's token (to withdraw it)
 
 
 class Saver(Protocol):
@@ -135,6 +147,7 @@ class FlowCounts:
     declined: int = 0  # no second press within show_s (confirm)
     taken: int = 0  # stored, QR shown
     failed: int = 0
+    limited: int = 0  # refused: keepsake.cooldown_s, takes_per_visitor or a full store
     #: Key press → QR code on screen of the last keepsake, and since the still was taken (ms).
     latency_ms: float = 0.0
     capture_to_qr_ms: float = 0.0
@@ -170,6 +183,8 @@ class KeepsakeFlow:
         self._qr: NDArray[np.uint8] | None = None
         self._message = ""
         self._job: cf.Future[Any] | None = None
+        self._t_take: float | None = None  # the last photo shown (monotonic)
+        self._visitor_takes = 0  # photos of the visitor at the booth (takes_per_visitor)
         self.counts = FlowCounts()
 
     # -- input ------------------------------------------------------------------------------------
@@ -178,7 +193,9 @@ class KeepsakeFlow:
         if not self.options.enabled:
             return
         now = self._clock() if now is None else now
-        if self.phase is Phase.IDLE:
+        if self.phase is Phase.IDLE and (line := self._limit(now)):
+            self.refuse(line, now)
+        elif self.phase is Phase.IDLE:
             self.counts.started += 1
             self._t_press = now
             self._enter(Phase.COUNTDOWN, now)
@@ -194,6 +211,45 @@ class KeepsakeFlow:
             self._enter(Phase.SAVING, now)
         elif self.phase is Phase.SHOW and now - self._t_phase >= DISMISS_GRACE_S:
             self._back_to_live(now)
+
+    def new_visitor(self) -> None:
+        """The booth saw nobody (its attract screen came on): the next visitor's takes count anew."""
+        self._visitor_takes = 0
+
+    def refuse(self, line: str, now: float | None = None) -> None:
+        """A press that takes no photo: ``line`` on screen for a few seconds (a full store, a limit)."""
+        now = self._clock() if now is None else now
+        self.counts.limited += 1
+        log.info("keepsake: no photo taken: %s", line)
+        self._message = line
+        self._enter(Phase.FAILED, now)
+
+    def _limit(self, now: float) -> str:
+        """Why a press now takes no photo (``cooldown_s``, ``takes_per_visitor``), else ""."""
+        o, last = self.options, self._t_take
+        if last is None:
+            return ""
+        if now - last < o.cooldown_s:
+            return COOLDOWN.format(s=max(1, int(np.ceil(o.cooldown_s - (now - last)))))
+        if now - last >= VISITOR_GAP_S:
+            self._visitor_takes = 0
+        if o.takes_per_visitor and self._visitor_takes >= o.takes_per_visitor:
+            return ENOUGH
+        return ""
+
+    def unavailable(self, now: float | None = None) -> Saved | None:
+        """The web server does not serve: a press shows :data:`UNAVAILABLE` instead of a
+        countdown; a QR code on screen (nobody could fetch it) is replaced by it. Returns the
+        withdrawn keepsake (for the caller to delete), else None."""
+        now = self._clock() if now is None else now
+        if self.phase is Phase.FAILED:
+            return None
+        withdrawn = self._saved if self.phase is Phase.SHOW else None
+        if self.phase is Phase.SHOW:
+            self.counts.taken -= 1  # not shown after all
+        self._fail(now, UNAVAILABLE, "the web server is not serving; no photo offered")
+        self._still, self._saved, self._qr = None, None, None
+        return withdrawn
 
     def cancel(self, now: float | None = None) -> None:
         """Back to live at once, whatever the phase (a config reload turned keepsakes off)."""
@@ -296,6 +352,7 @@ class KeepsakeFlow:
             "declined": c.declined,
             "shown": c.taken,
             "failed": c.failed,
+            "limited": c.limited,
             "latency_ms_last": round(c.latency_ms, 1) if c.taken else None,
             "latency_ms_p50": round(lat[len(lat) // 2], 1) if lat else None,
             "capture_to_qr_ms_last": round(c.capture_to_qr_ms, 1) if c.taken else None,
@@ -330,9 +387,8 @@ class KeepsakeFlow:
             return job.result()
         except Exception as exc:  # a full disk, a broken encoder: one line, back to live
             saving = self.phase is Phase.SAVING
-            self._fail(
-                self._clock(), NOT_SAVED, f"{'storing' if saving else 'making'} the photo failed: {exc}"
-            )
+            line = getattr(exc, "on_screen", NOT_SAVED)  # a full store says so
+            self._fail(self._clock(), line, f"{'storing' if saving else 'making'} the photo failed: {exc}")
             return None
 
     def _show(self, saved: Saved, now: float) -> None:
@@ -345,6 +401,8 @@ class KeepsakeFlow:
         self._enter(Phase.SHOW, now)
         c = self.counts
         c.taken += 1
+        self._t_take = now
+        self._visitor_takes += 1
         c.latency_ms = (now - self._t_press) * 1e3
         c.capture_to_qr_ms = (now - self._t_capture) * 1e3
         c.latencies_ms = [*c.latencies_ms, c.latency_ms][-50:]

@@ -13,6 +13,7 @@ exits when told to, or by itself when the kiosk's process is gone.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import multiprocessing
@@ -42,6 +43,10 @@ from kiosk.util.logs import SafeFormatter
 log = logging.getLogger(__name__)
 
 START_TIMEOUT_S = 30.0
+#: The child's heartbeat: how often its event loop is asked to answer (and the beat written).
+BEAT_EVERY_S = 0.5
+#: A heartbeat older than this is a server that does not answer (stopped, hung): it is replaced.
+HUNG_S = 10.0  # a niced server on a loaded 2-core booth can be slow to answer
 #: The server process's niceness (lower CPU priority than the kiosk's render loop).
 NICE = 10  # spawn imports aiohttp afresh: seconds on a loaded booth
 
@@ -72,8 +77,8 @@ class StoreMirror:
             return Lookup(Found.UNKNOWN)
         with self._lock:
             rec = self._records.get(token)
-            if rec is not None and rec.expires > self._clock():
-                return Lookup(Found.OK, rec)
+            if rec is not None and rec.expires > self._clock() and rec.path.exists():
+                return Lookup(Found.OK, rec)  # no file: GONE, for the page as for the JPEG
             if rec is not None or token in self._gone:
                 return Lookup(Found.GONE)
         return Lookup(Found.UNKNOWN)
@@ -97,19 +102,33 @@ class StoreMirror:
         return len(old)
 
 
+def lower_priority(nice: int = NICE) -> str:
+    """Lower this process's CPU priority by ``nice``; what happened, as a phrase for the log line
+    ("at nice 10", or why it stays at the kiosk's priority: a seccomp filter denying
+    ``setpriority``, for example)."""
+    try:
+        return f"at nice {os.nice(nice)}"
+    except OSError as exc:
+        return (
+            f"at the kiosk's own priority: lowering it by {nice} failed ({exc.strerror or exc}; "
+            "allow setpriority in the unit's SystemCallFilter=)"
+        )
+
+
 def _child(
     cfg: KeepsakeConfig,
     inbox: multiprocessing.Queue[Any],
     outbox: multiprocessing.Queue[Any],
     counts: Any,
     parent_pid: int,
+    beat: Any,
 ) -> None:
-    """The server process: serve a mirror of the store until told to stop or the kiosk is gone."""
+    """The server process: serve a mirror of the store until told to stop or the kiosk is gone.
+    ``beat`` gets ``time.monotonic()`` (system-wide) each time the server's event loop answered."""
     from kiosk.keepsake.server import KeepsakeServer  # aiohttp: in this process only
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal: the kiosk stops us
-    with contextlib.suppress(OSError):  # the render loop wins any fight for the CPU
-        os.nice(NICE)
+    priority = lower_priority()  # the render loop wins any fight for the CPU
     handler = logging.StreamHandler()
     handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))  # no token in a line
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
@@ -141,19 +160,35 @@ def _child(
         outbox.put(("error", str(exc)))
         return
     server_box.append(server)
-    outbox.put(("ready", server.port, server.url_base))
+    base = list(counts)  # a restarted server's counts add to its predecessors'
+    beat.value = time.monotonic()
+    outbox.put(("ready", server.port, server.url_base, priority))
     try:
-        while not stop.wait(0.5):
+        while not stop.wait(BEAT_EVERY_S):
             for i, name in enumerate(COUNT_FIELDS):
-                counts[i] = getattr(server.counts, name)
+                counts[i] = base[i] + getattr(server.counts, name)
             if os.getppid() != parent_pid:  # the kiosk died without telling us
                 break
             if not server.is_alive():
                 break
+            if _loop_answers(server):
+                beat.value = time.monotonic()
     finally:
         for i, name in enumerate(COUNT_FIELDS):
-            counts[i] = getattr(server.counts, name)
+            counts[i] = base[i] + getattr(server.counts, name)
         server.stop()
+
+
+def _loop_answers(server: Any, timeout_s: float = 1.0) -> bool:
+    """The server's event loop runs a no-op within ``timeout_s`` (it is not stuck)."""
+    loop = getattr(server, "_loop", None)
+    if loop is None or loop.is_closed():
+        return False
+    try:
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop).result(timeout_s)
+    except Exception:  # noqa: BLE001 - a timeout or a closed loop: no beat this time
+        return False
+    return True
 
 
 class SharedCounts:
@@ -193,20 +228,25 @@ class KeepsakeServerProcess:
         self._ctx = multiprocessing.get_context("spawn")
         self._inbox: multiprocessing.Queue[Any] = self._ctx.Queue()
         self._outbox: multiprocessing.Queue[Any] = self._ctx.Queue()
-        self._array = self._ctx.Array("q", len(COUNT_FIELDS), lock=False)
+        self._array = self._ctx.Array("q", len(COUNT_FIELDS), lock=False)  # kept over restarts
+        self._beat = self._ctx.Value("d", 0.0, lock=False)
         self.counts = SharedCounts(self._array)
         self._proc: Any = None
         self.port = cfg.listen_host_port()[1]
         self.url_base = ""
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> KeepsakeServerProcess:
+        """Start the child (again, after :meth:`stop`: fresh queues, the same counts)."""
+        if self._proc is not None:
+            self._inbox = self._ctx.Queue()
+            self._outbox = self._ctx.Queue()
         self._inbox.put(("gone_tokens", self.store.gone_tokens()))  # 410 for the last run's photos
         self.store.listener = self._inbox.put  # from now on, every change in order
         for rec in self.store.records():
             self._inbox.put(("add", rec))
         self._proc = self._ctx.Process(
             target=_child,
-            args=(self.cfg, self._inbox, self._outbox, self._array, os.getpid()),
+            args=(self.cfg, self._inbox, self._outbox, self._array, os.getpid(), self._beat),
             name="keepsake-server",
             daemon=True,
         )
@@ -221,8 +261,10 @@ class KeepsakeServerProcess:
         if message[0] == "error":
             self.stop()
             raise KeepsakeError(message[1])
-        _, self.port, self.url_base = message
-        log.info("keepsakes: serving %s from process %d", self.cfg.listen, self._proc.pid)
+        _, self.port, self.url_base, priority = message
+        (log.info if priority.startswith("at nice") else log.warning)(
+            "keepsakes: serving %s from process %d %s", self.cfg.listen, self._proc.pid, priority
+        )
         return self
 
     @property
@@ -231,6 +273,20 @@ class KeepsakeServerProcess:
 
     def is_alive(self) -> bool:
         return self._proc is not None and self._proc.is_alive()
+
+    def health(self, hung_s: float | None = None) -> str:
+        """Empty while the child runs and its server answers (a heartbeat within ``hung_s``,
+        default :data:`HUNG_S`); else what is wrong, for the log line."""
+        hung_s = HUNG_S if hung_s is None else hung_s
+        proc = self._proc
+        if proc is None:
+            return "is not running"
+        if not proc.is_alive():
+            return f"exited (exit code {proc.exitcode})"
+        quiet = time.monotonic() - self._beat.value
+        if quiet > hung_s:
+            return f"does not answer (no heartbeat for {quiet:.1f} s)"
+        return ""
 
     def update(self, cfg: KeepsakeConfig) -> None:
         self.cfg = cfg.model_copy(update={"tls_cert": self.cfg.tls_cert, "tls_key": self.cfg.tls_key})
@@ -254,3 +310,15 @@ class KeepsakeServerProcess:
         self._outbox.close()
         with contextlib.suppress(Exception):
             self._inbox.join_thread()
+
+    def kill(self) -> None:
+        """End a dead or hung child at once (SIGKILL); :meth:`start` may start it again."""
+        self.store.listener = None
+        if self._proc is None:
+            return
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join(2.0)
+        for q in (self._inbox, self._outbox):
+            q.cancel_join_thread()  # nobody reads it any more: never wait to flush it
+            q.close()

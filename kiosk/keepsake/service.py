@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Waits before each restart of a dead or hung web server process (the last one repeats).
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 30.0, 60.0)
+#: A server that served this long since its restart starts the backoff from the beginning again.
+STABLE_S = 60.0
+
 
 @dataclass(frozen=True)
 class Keepsake:
@@ -69,6 +74,12 @@ class KeepsakeService:
         self._sweeper: threading.Thread | None = None
         self._starter: threading.Thread | None = None
         self._closing = threading.Event()
+        #: Liveness of the server's process (the sweeper thread checks it every second).
+        self._down = False  # found dead or hung, not yet restarted
+        self._restart_at = 0.0  # monotonic time of the next restart while down
+        self._restarts = 0  # restarts in a row without a stable run between them
+        self._up_since = 0.0
+        self._watching = threading.Lock()  # one check (and restart) at a time
 
     def start(self) -> KeepsakeService:
         """Open the store and start the server (and printer); a failure sets :attr:`problem`.
@@ -110,6 +121,7 @@ class KeepsakeService:
         if self._closing.is_set():  # the kiosk exited while the server was starting
             server.stop()
             return
+        self._up_since = time.monotonic()
         self.server = server
 
     def wait_ready(self, timeout_s: float = 30.0) -> bool:
@@ -120,12 +132,18 @@ class KeepsakeService:
 
     @property
     def available(self) -> bool:
-        return self.server is not None and self.server.is_alive()
+        """The server serves: alive, and (in its own process) answering; photos may be offered."""
+        server = self.server
+        if server is None or self._down:
+            return False
+        if isinstance(server, KeepsakeServerProcess):
+            return server.health() == ""
+        return server.is_alive()
 
     def keep(self, jpeg: bytes) -> Keepsake:
         """Store ``jpeg``, queue it for the printer; :class:`KeepsakeError` (one line) when not kept."""
         if not self.available or self.server is None:
-            raise KeepsakeError(self.problem or "keepsake: the web server is still starting")
+            raise KeepsakeError(self.problem or "keepsake: the web server is not serving")
         record = self.store.add(jpeg)
         self.taken += 1
         if self.printer is not None:
@@ -146,10 +164,64 @@ class KeepsakeService:
         elif cfg.print_command and self.server is not None:
             self.printer = Printer(cfg.print_command, cfg.print_timeout_s, self.print_counts)
 
+    def full(self) -> bool:
+        """The store has no room for a photo without evicting one before its time-to-live."""
+        return self.store.full()
+
+    def discard(self, token: str) -> None:
+        """Delete a kept photo nobody can fetch (its QR code was withdrawn from the screen)."""
+        self.store.discard(token)
+
+    def watch(self, now: float | None = None) -> None:
+        """Check the server's process is alive and answering; replace a dead or hung one, waiting
+        :data:`RESTART_BACKOFF_S` between tries (the sweeper thread, once a second)."""
+        server = self.server
+        if not isinstance(server, KeepsakeServerProcess) or self._closing.is_set():
+            return
+        with self._watching:
+            self._check(server, time.monotonic() if now is None else now)
+
+    def _check(self, server: KeepsakeServerProcess, now: float) -> None:
+        if self._down:
+            if now >= self._restart_at:
+                self._restart(server, now)
+            return
+        why = server.health()
+        if not why:
+            if self._restarts and now - self._up_since >= STABLE_S:
+                self._restarts = 0
+            return
+        delay = RESTART_BACKOFF_S[min(self._restarts, len(RESTART_BACKOFF_S) - 1)]
+        self._down, self._restart_at = True, now + delay
+        server.kill()
+        log.error(
+            "keepsakes: the web server process %s; photos are not offered; restarting it in %g s",
+            why,
+            delay,
+        )
+
+    def _restart(self, server: KeepsakeServerProcess, now: float) -> None:
+        self._restarts += 1
+        try:
+            server.start()
+        except (KeepsakeError, OSError) as exc:
+            delay = RESTART_BACKOFF_S[min(self._restarts, len(RESTART_BACKOFF_S) - 1)]
+            self._restart_at = time.monotonic() + delay
+            server.kill()
+            log.error("keepsakes: restarting the web server failed: %s; next try in %g s", exc, delay)
+            return
+        self._down, self._up_since = False, time.monotonic()
+        log.warning(
+            "keepsakes: the web server process was restarted (restart %d); photos offered again",
+            self._restarts,
+        )
+
     def staff_line(self) -> str:
         """One line for the staff warnings: why keepsakes are off, or the last print failure."""
         if self.problem:
             return self.problem
+        if self._down:
+            return "keepsake: the web server stopped; restarting it (see the log); no photos meanwhile"
         if self.server is not None and not self.server.is_alive():
             return "keepsake: the web server stopped (see the log); restart the kiosk"
         return self.printer.problem if self.printer is not None else ""
@@ -159,6 +231,7 @@ class KeepsakeService:
         while not self._closing.wait(SWEEP_EVERY_S):
             try:
                 self.store.sweep()
+                self.watch()
             except Exception:  # noqa: BLE001 - tried again in a second
                 log.exception("keepsakes: sweep failed")
 
@@ -177,6 +250,7 @@ class KeepsakeService:
             "evicted": c.evicted,
             "refused": s.refused,
             "connections_refused": s.connections_refused,
+            "server_up": int(self.available),
         }
 
     def close(self) -> None:

@@ -4,13 +4,15 @@ A photo is a JPEG file named by its token (128 random bits from :mod:`secrets`, 
 characters) in one folder, mode 0600, written through a temporary file and a rename so a reader never
 sees half a file. The index is in memory; one lock guards it, so the thread that takes photos and the
 server's thread that reads them may call in at once. Deletion is the default: each photo goes
-``ttl_s`` after it was taken (its token then answers *gone*, HTTP 410), the oldest go first beyond
-``max_photos`` or ``max_mb``, and :meth:`KeepsakeStore.open` / :meth:`KeepsakeStore.close` delete
+``ttl_s`` after it was taken (its token then answers *gone*, HTTP 410); a store full to
+``max_photos`` or ``max_mb`` refuses a new photo rather than evict one before its time (only a
+reload that lowers the limits deletes the oldest first), and :meth:`KeepsakeStore.open` / :meth:`KeepsakeStore.close` delete
 every keepsake in the folder unless ``keep_on_disk``.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import re
@@ -36,6 +38,8 @@ SWEEP_EVERY_S = 1.0
 #: Tokens remembered as gone (410) after their photo was deleted, also across a restart (as salted
 #: hashes in the folder's GONE_FILE, ~250 kB at most); older ones answer 404.
 GONE_MEMORY = 10_000
+#: The lock file that makes one kiosk the owner of a keepsake folder (``flock``).
+LOCK_NAME = ".lock"
 
 
 def new_token() -> str:
@@ -88,6 +92,17 @@ class KeepsakeError(Exception):
     """A photo could not be kept (one line for the staff view)."""
 
 
+#: What the screen says when the store is full of photos still within their time-to-live.
+STORE_FULL = "All photo places are taken right now \u2014 please try again in a few minutes"
+
+
+class StoreFull(KeepsakeError):
+    """``max_photos``/``max_mb`` are reached by photos younger than their ``ttl_s``: none of them
+    is evicted for a new one (their visitors were promised that time)."""
+
+    on_screen = STORE_FULL
+
+
 @dataclass
 class StoreCounts:
     added: int = 0
@@ -111,16 +126,15 @@ class KeepsakeStore:
         #: Told ("add", record) and ("gone", token) under the lock, in order (the server process's
         #: mirror of the index); it must not block.
         self.listener: Callable[[tuple[str, object]], None] | None = None
+        self._lock_fd: int | None = None  # the folder's lock (held from open to close)
 
     # -- life cycle ---------------------------------------------------------------------------
     def open(self) -> KeepsakeStore:
-        """Create the folder (0700); delete every keepsake in it, or with ``keep_on_disk`` take
-        them back (their time-to-live counts from the file's time)."""
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            os.chmod(self.folder, 0o700)
-        except OSError as exc:
-            log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
+        """Create the folder (0700) and lock it (one owner: :class:`KeepsakeError` when another
+        kiosk holds it, and nothing in it is touched); delete every keepsake in it, or with
+        ``keep_on_disk`` take them back (their time-to-live counts from the file's time)."""
+        self._make_folder()
+        self._take_lock()
         found = self._files_on_disk()
         with self._lock:
             self._gone = GoneTokens.load(self.folder / GONE_FILE, GONE_MEMORY)
@@ -150,7 +164,15 @@ class KeepsakeStore:
         return self
 
     def close(self) -> None:
-        """At a clean exit: delete every keepsake unless ``keep_on_disk``."""
+        """At a clean exit: delete every keepsake unless ``keep_on_disk``; release the folder."""
+        try:
+            self._close_photos()
+        finally:
+            self._release_lock()
+
+    def _close_photos(self) -> None:
+        if self._lock_fd is None:  # never opened, or another kiosk's folder: not ours to empty
+            return
         with self._lock:
             if self._limits.keep_on_disk:
                 return
@@ -176,7 +198,8 @@ class KeepsakeStore:
 
     # -- photos -------------------------------------------------------------------------------
     def add(self, jpeg: bytes) -> KeepsakeRecord:
-        """Keep ``jpeg`` under a new token; the oldest photos go to stay within the limits."""
+        """Keep ``jpeg`` under a new token; :class:`StoreFull` when the limits are reached by
+        photos still within their time-to-live (none is evicted early for it)."""
         if not jpeg.startswith(b"\xff\xd8"):
             raise KeepsakeError("keepsake: not a JPEG; nothing stored")
         limits = self._limits
@@ -185,10 +208,23 @@ class KeepsakeStore:
                 f"keepsake: photo of {len(jpeg) / 1e6:.1f} MB is larger than keepsake.max_mb "
                 f"({limits.max_mb:g}); raise it"
             )
+        self.sweep()  # photos past their time-to-live make room first
+        if self.full(len(jpeg)):
+            raise StoreFull(
+                f"keepsake: the store is full (keepsake.max_photos {limits.max_photos}, max_mb "
+                f"{limits.max_mb:g}) of photos younger than ttl_s; none evicted, nothing stored: "
+                "raise max_photos/max_mb or lower ttl_s"
+            )
         token = new_token()
         path = self.folder / f"{token}{_FILE_SUFFIX}"
         try:
-            atomic_write(path, jpeg, mode=0o600, make_folder=False)
+            try:
+                atomic_write(path, jpeg, mode=0o600, make_folder=False)
+            except FileNotFoundError:  # the folder was deleted while the kiosk runs: made again
+                self._make_folder()
+                log.warning("keepsakes: %s was missing; created it again", self.folder)
+                self._take_lock()  # the old lock went with the old folder
+                atomic_write(path, jpeg, mode=0o600, make_folder=False)
         except OSError as exc:
             raise KeepsakeError(f"keepsake: cannot write {self.folder}: {exc.strerror or exc}") from None
         now = self._clock()
@@ -201,6 +237,12 @@ class KeepsakeStore:
         self.sweep()
         return rec
 
+    def full(self, size_bytes: int = 0) -> bool:
+        """One more photo (of ``size_bytes``) would go over ``max_photos`` or ``max_mb``."""
+        limits = self._limits
+        with self._lock:
+            return len(self._records) + 1 > limits.max_photos or self._bytes + size_bytes > limits.max_bytes
+
     def lookup(self, token: str) -> Lookup:
         """The record of ``token``; GONE once deleted (time-to-live, limits); UNKNOWN otherwise."""
         if not is_token(token):
@@ -209,7 +251,8 @@ class KeepsakeStore:
         with self._lock:
             rec = self._records.get(token)
             if rec is not None:
-                return Lookup(Found.OK, rec)
+                # page and JPEG agree: a photo whose file is gone is gone for both
+                return Lookup(Found.OK, rec) if rec.path.exists() else Lookup(Found.GONE)
             return Lookup(Found.GONE if token in self._gone else Found.UNKNOWN)
 
     def read(self, token: str) -> tuple[Lookup, bytes | None]:
@@ -261,6 +304,18 @@ class KeepsakeStore:
             log.info("keepsake %s deleted (%s)", photo_id(rec.token), "time-to-live" if expired else "limits")
         return len(doomed)
 
+    def discard(self, token: str) -> None:
+        """Delete one photo now (its token answers gone); nothing when it is not kept."""
+        with self._lock:
+            rec = self._records.pop(token, None)
+            if rec is None:
+                return
+            self._bytes -= rec.size_bytes
+            self._forget(token)
+            self._notify(("gone", token))
+            rec.path.unlink(missing_ok=True)
+        log.info("keepsake %s… deleted (withdrawn)", token[:4])
+
     def records(self) -> list[KeepsakeRecord]:
         """The kept photos, oldest first."""
         with self._lock:
@@ -271,6 +326,56 @@ class KeepsakeStore:
             return self._bytes
 
     # -- helpers ------------------------------------------------------------------------------
+    def _make_folder(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            os.chmod(self.folder, 0o700)
+        except OSError as exc:
+            log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
+
+    def _take_lock(self) -> None:
+        """Hold ``LOCK_NAME`` in the folder (``flock``, released by the kernel if the kiosk dies;
+        the file is removed at :meth:`close`, so a lock taken on a file just removed is retried)."""
+        path = self.folder / LOCK_NAME
+        for _ in range(10):
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise KeepsakeError(f"keepsake: cannot create {path}: {exc.strerror or exc}") from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise KeepsakeError(
+                    f"keepsake: {self.folder} is in use by another kiosk; give each kiosk its own "
+                    "keepsake folder (KIOSK_KEEPSAKE_DIR)"
+                ) from None
+            try:
+                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the owner removed it as we opened it: take the new one
+        else:
+            raise KeepsakeError(f"keepsake: cannot lock {path}; remove it and restart the kiosk")
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+        self._lock_fd = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is None:
+            return
+        try:
+            if os.stat(self.folder / LOCK_NAME).st_ino == os.fstat(self._lock_fd).st_ino:
+                os.unlink(self.folder / LOCK_NAME)  # still held: nobody else can own it yet
+        except OSError:
+            pass
+        os.close(self._lock_fd)  # closing the file releases the flock
+        self._lock_fd = None
+
     def _notify(self, message: tuple[str, object]) -> None:
         if self.listener is not None:
             try:
