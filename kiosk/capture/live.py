@@ -60,8 +60,11 @@ from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, Swap
 #: A face a newer result did not list (a missed detection) keeps its crop on its track for this
 #: many results, as long as the track is trusted.
 KEEP_MISSED_RESULTS = 2
-#: A new result is brought forward this many frames per Lucas–Kanade step.
+#: A new result is brought forward this many frames per Lucas–Kanade step, or more when it
+#: arrives so old that this would take more than :data:`CATCH_UP_STEPS` steps (a result 4 s old
+#: at 30 fps took 60 steps, ~190 ms of the capture thread on a loaded CPU: a visible stall).
 CATCH_UP_STRIDE = 2
+CATCH_UP_STEPS = 30
 
 
 @dataclass(frozen=True)
@@ -305,7 +308,8 @@ class LiveTracker:
             tracks.append(tr)
         n = len(frames)
         # A few frames per step, but every one of the last two (where the next result will look).
-        steps = sorted(set(range(0, n - 2, CATCH_UP_STRIDE)) | {max(n - 2, 0), n - 1})
+        stride = max(CATCH_UP_STRIDE, -(-(n - 2) // CATCH_UP_STEPS))
+        steps = sorted(set(range(0, n - 2, stride)) | {max(n - 2, 0), n - 1})
         for a, b in zip(steps, steps[1:], strict=False):
             step(tracks, frames[a][1], frames[b][1], frames[b][0], self._ring.full, frames=b - a)
             for tr in tracks:  # seconds of frames: points die on the way as they do live
