@@ -6,7 +6,8 @@ cost. The inference thread publishes each result's swapped crops as an immutable
 light keypoint tracker (:class:`LiveTracker`) on every frame it reads and carries each face's
 frame→crop affine from frame N to the newest frame M:
 
-- every frame is reduced to a small grey image (``live_track_px`` wide) kept in a short ring;
+- every frame is reduced to a small grey image (``live_track_px`` wide) kept in a ring sized by
+  time (the measured result arrival age plus margin) within ``live_ring_mb``;
 - a new anchor's faces get points to track: the five keypoints plus corners found inside the
   face's box; they are brought forward from frame N through the ring (pyramidal Lucas–Kanade,
   ``cv2.calcOpticalFlowPyrLK``, two frames a step) to M, then follow each new frame;

@@ -2,7 +2,8 @@
 
 This module owns the optical flow, nothing about results:
 
-- :class:`FrameRing`: the recent camera frames as small grey images (``live_track_px`` wide), and
+- :class:`FrameRing`: the recent camera frames as small grey images (``live_track_px`` wide), as
+  many seconds as results arrive old (plus margin) within ``live_ring_mb``, and
   the conversion between their pixels and full-frame pixels;
 - :class:`Track`: one face's points (the five keypoints plus corners found inside its box), where
   they started and where they are now, and the similarity fitted from one to the other;
