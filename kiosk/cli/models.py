@@ -152,8 +152,16 @@ def _cmd_models(args: argparse.Namespace) -> int:
             print("  ".join(str(v).ljust(w) for v, w in zip(r[:5], widths, strict=True)) + "  " + r[5])
             if source:  # a file taken from a repository rather than a release: say which one
                 print(" " * (widths[0] + 2) + f"source: {source}")
+        from kiosk.processing.models import licence_problems
+
+        problems = licence_problems(cfg)
+        for line in problems:  # named, but the kiosk does not run them
+            print(f"not run: {line}")
         spec = swapper_spec(cfg)
-        print(f"swapper in use: {spec.title} — licence: {spec.licence}")
+        if problems:
+            print(f"swapper in use: none — {spec.title} is named, its licence not accepted (see above)")
+        else:
+            print(f"swapper in use: {spec.title} — licence: {spec.licence}")
         return 0
     if action == "verify":
         bad = []
