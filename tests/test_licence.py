@@ -184,3 +184,16 @@ def test_a_fresh_booth_from_config_init_swaps_with_nothing_downloaded(tmp_path: 
     assert "face_detection_yunet_2023mar.onnx" in log or "classic swap" in log
     assert not any(name.lower() in log.lower() for name in NON_COMMERCIAL_NAMES), log[-3000:]
     assert not (data / "models").exists() or not any((data / "models").rglob("*.onnx"))
+
+
+def test_models_fetch_downloads_no_non_commercial_weights_until_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    mirror = tmp_path / "usb"
+    make_all(mirror)  # a local mirror holding every file (stand-ins)
+    cfg = tmp_path / "kiosk.yaml"
+    cfg.write_text(f"models: {{dir: {tmp_path / 'models'}, swapper: inswapper_128.onnx, enhancer: null}}\n")
+    assert main(["models", "fetch", "--config", str(cfg), "--from", str(mirror), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "not fetched: models.swapper: inswapper_128.onnx" in err and "accept_noncommercial_licence" in err
+    assert not any((tmp_path / "models").glob("*.onnx"))  # nothing non-commercial was downloaded

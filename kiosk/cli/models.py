@@ -177,9 +177,16 @@ def _cmd_models(args: argparse.Namespace) -> int:
             )
         return 0
     # fetch
-    failures = []
+    from kiosk.processing.models import licence_problems, noncommercial_models
+
+    failures = licence_problems(cfg)  # never downloaded until the booth accepts their licence
+    refused = {p for _, p, _ in noncommercial_models(cfg)} if failures else set()
+    for line in failures:
+        print(f"kiosk models fetch: not fetched: {line}", file=sys.stderr)
     unreached = False
     for role, path in _roles(cfg):
+        if path in refused:
+            continue
         spec = spec_for_file(role, path)  # type: ignore[arg-type]
         try:
             state = fetch_model(spec, path, source=args.source, show_progress=not args.quiet, log=print)
