@@ -197,3 +197,16 @@ def test_models_fetch_downloads_no_non_commercial_weights_until_accepted(
     err = capsys.readouterr().err
     assert "not fetched: models.swapper: inswapper_128.onnx" in err and "accept_noncommercial_licence" in err
     assert not any((tmp_path / "models").glob("*.onnx"))  # nothing non-commercial was downloaded
+
+
+def test_doctor_names_the_licence_not_a_fetch_for_unaccepted_weights(tmp_path: Path) -> None:
+    from kiosk.appliance.doctor.core import DoctorContext
+    from kiosk.appliance.doctor.models import check_models
+
+    cfg_path = tmp_path / "kiosk.yaml"
+    cfg_path.write_text("models: {dir: models, swapper: inswapper_128.onnx, enhancer: null}\n")
+    cfg = parse_config(cfg_path.read_text(), str(cfg_path), base_dir=tmp_path, env=False)
+    results = {r.name: r for r in check_models(DoctorContext(cfg_path, cfg, True))}
+    assert results["models"].ok, results["models"]  # not "missing: ... run kiosk models fetch"
+    assert not results["licence"].ok and "inswapper_128.onnx" in results["licence"].detail
+    assert "models.accept_noncommercial_licence: true" in results["licence"].fix

@@ -17,13 +17,15 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
         return [CheckResult("models", True, "processing.enabled is false: no models needed (camera only)")]
     from kiosk.inference.fetch import check_file
     from kiosk.inference.specs import spec_for_file
-    from kiosk.processing.models import model_paths, swapper_mode
+    from kiosk.processing.models import licence_problems, model_paths, noncommercial_models, swapper_mode
 
     missing, corrupt, fine = [], [], []
+    # not fetched, not run until the licence is accepted: the licence check names them instead
+    refused = {p for _, p, _ in noncommercial_models(ctx.cfg)} if licence_problems(ctx.cfg) else set()
     if swapper_mode(ctx.cfg) == "classic":
         fine.append("swapper classic (built in, no file)")
     for role, path in model_paths(ctx.cfg).items():
-        if path is None or (role == "enhancer" and not ctx.cfg.processing.enhance):
+        if path is None or path in refused or (role == "enhancer" and not ctx.cfg.processing.enhance):
             continue
         path = Path(os.path.normpath(path))
         status = check_file(role, spec_for_file(role, path), path)
