@@ -210,3 +210,27 @@ def test_doctor_names_the_licence_not_a_fetch_for_unaccepted_weights(tmp_path: P
     assert results["models"].ok, results["models"]  # not "missing: ... run kiosk models fetch"
     assert not results["licence"].ok and "inswapper_128.onnx" in results["licence"].detail
     assert "models.accept_noncommercial_licence: true" in results["licence"].fix
+
+
+def test_kiosk_swap_runs_no_non_commercial_weights_until_accepted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import cv2
+
+    from kiosk.tools import standins
+
+    make_all(tmp_path / "models")
+    src, inp, out = tmp_path / "src.png", tmp_path / "in.png", tmp_path / "out.png"
+    cv2.imwrite(str(src), standins.white_square_frame(h=256, w=256, squares=((96, 96, 64),)))
+    cv2.imwrite(str(inp), standins.white_square_frame(squares=((64, 64, 64),)))
+    cfg = tmp_path / "kiosk.yaml"
+    text = "models: {dir: models, swapper: inswapper_128.onnx, enhancer: null, providers: {order: [cpu]}%s}\n"
+    cfg.write_text(text % "")
+    args = ["swap", "--source", str(src), "--input", str(inp), "--output", str(out), "--config", str(cfg)]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("kiosk swap: error: not run: ") and err.count("\n") == 1
+    assert "inswapper_128.onnx" in err and "models.accept_noncommercial_licence: true" in err
+    assert not out.exists()
+    cfg.write_text(text % ", accept_noncommercial_licence: true")
+    assert main(args) == 0 and out.is_file()

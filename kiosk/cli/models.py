@@ -75,10 +75,12 @@ def _cmd_detect(args: argparse.Namespace) -> int:
 
 # -- swap ------------------------------------------------------------------------------------------
 def _cmd_swap(args: argparse.Namespace) -> int:
-    from kiosk.processing.models import read_image
+    from kiosk.processing.models import licence_notice, read_image
     from kiosk.processing.pipeline import SwapPipeline
 
     cfg = _config(args.config)
+    if notice := licence_notice(cfg):  # non-commercial weights the config has not accepted
+        raise _CliError(notice)
     source = read_image(args.source)
     frame = read_image(args.input)
     out_path = Path(args.output)
