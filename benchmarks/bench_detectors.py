@@ -35,7 +35,13 @@ from kiosk.tools import standins  # noqa: E402
 def _pipe(detector: Path, standin_dir: Path, tracking: bool, threads: int) -> SwapPipeline:
     prov = ProvidersConfig.model_validate({"order": ["cpu"], "intra_op_threads": threads})
     models = ModelsConfig.model_validate(
-        {"dir": str(standin_dir), "detector": str(detector), "providers": prov}
+        {
+            "dir": str(standin_dir),
+            "detector": str(detector),
+            "swapper": "inswapper_128.onnx",  # the neural swap, its licence accepted
+            "accept_noncommercial_licence": True,
+            "providers": prov,
+        }
     )
     proc = ProcessingConfig.model_validate({"det_size": 640, "max_faces": 8, "tracking": tracking})
     return SwapPipeline.from_config(KioskConfig.model_validate({"models": models, "processing": proc}))

@@ -61,7 +61,8 @@ except ImportError:  # a tree from before the package layout of issue 17
 models, det, frame_path, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 color = sys.argv[5] if len(sys.argv) > 5 else "none"
 cfg = KioskConfig.model_validate({
-    "models": {"dir": models, "detector": det, "providers": {"order": ["cpu"]}},
+    "models": {"dir": models, "detector": det, "swapper": "inswapper_128.onnx",
+               "accept_noncommercial_licence": True, "providers": {"order": ["cpu"]}},
     "processing": {"max_faces": 8, "color_correction": color},
     "base_dir": models,
 })

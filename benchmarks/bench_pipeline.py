@@ -72,7 +72,13 @@ def main() -> int:
     cfg = KioskConfig.model_validate(
         {
             "models": ModelsConfig.model_validate(
-                {"dir": str(models_dir), "detector": args.detector, "providers": providers}
+                {
+                    "dir": str(models_dir),
+                    "detector": args.detector,
+                    "swapper": "inswapper_128.onnx",  # the neural swap, its licence accepted
+                    "accept_noncommercial_licence": True,
+                    "providers": providers,
+                }
             ),
             "processing": ProcessingConfig.model_validate({"max_faces": 8, "enhance": True}),
             "base_dir": models_dir,

@@ -82,6 +82,8 @@ def main() -> int:
             {
                 "models": {
                     "dir": tmp,
+                    "swapper": "inswapper_128.onnx",  # the neural swap, its licence accepted
+                    "accept_noncommercial_licence": True,
                     "detector": str(det),
                     "enhancer": None,
                     "providers": {"order": ["cpu"]},

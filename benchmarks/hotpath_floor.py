@@ -98,6 +98,8 @@ def main() -> int:
             {
                 "models": {
                     "dir": str(models),
+                    "swapper": "inswapper_128.onnx",  # the neural swap, its licence accepted
+                    "accept_noncommercial_licence": True,
                     "detector": str(det) if det is not None else "det_10g.onnx",
                     "providers": {"order": ["cpu"]},
                 },

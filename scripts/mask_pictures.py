@@ -51,6 +51,8 @@ def pipeline(models: Path, processing: dict[str, object], mask: dict[str, object
         {
             "models": {
                 "dir": str(models),
+                "swapper": "inswapper_128.onnx",  # the neural swap, its licence accepted
+                "accept_noncommercial_licence": True,
                 "detector": str(DETECTOR),
                 "enhancer": None,
                 "providers": {"order": ["cpu"], "intra_op_threads": 1},

@@ -236,7 +236,8 @@ BOOTH_YAML = """\
 source: {{kind: video, path: scene.mp4, mirror: false, reconnect_initial_s: 0.5, reconnect_max_s: 2}}
 display: {{width: {w}, height: {h}, vsync: false, max_fps: 30, title: {title}}}
 processing: {{enabled: {enabled}, tracking: false}}
-models: {{dir: models, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
+models: {{dir: models, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, enhancer: null,
+          providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
 ui: {{attract_after_s: 0, carousel: false, banner: ""}}
 controls: {{gamepad_enabled: false, repeat_interval_s: {repeat}}}

@@ -286,7 +286,7 @@ def booth_yaml(extra: str = "", swapper: str = "inswapper_128.onnx") -> str:
     return f"""
 source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
 display: {{width: 640, height: 360, max_fps: 60}}
-models: {{dir: models, detector: det_10g.onnx, swapper: {swapper}, enhancer: null,
+models: {{dir: models, detector: det_10g.onnx, swapper: {swapper}, accept_noncommercial_licence: true, enhancer: null,
           providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache, rescan_s: 600}}
 ui: {{attract_after_s: 0, carousel: false}}

@@ -48,8 +48,13 @@ def insightface_image(name: str) -> Path:
     return p
 
 
-def make_cfg(models_dir: Path, **models: str | None) -> KioskConfig:
-    mc = ModelsConfig.model_validate({"dir": str(models_dir), "providers": cpu_only_config, **models})
+def make_cfg(models_dir: Path, **models: str | bool | None) -> KioskConfig:
+    """A config of the stand-in models: the neural swap (InSwapper named, its non-commercial licence
+    accepted as a booth must) unless ``models`` say otherwise."""
+    neural: dict[str, object] = {"swapper": "inswapper_128.onnx", "accept_noncommercial_licence": True}
+    mc = ModelsConfig.model_validate(
+        {"dir": str(models_dir), "providers": cpu_only_config, **neural, **models}
+    )
     proc = ProcessingConfig.model_validate({"det_size": 640, "max_faces": 8})
     return KioskConfig.model_validate({"models": mc, "processing": proc, "base_dir": models_dir})
 

@@ -36,6 +36,7 @@ source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
 display: {{width: 1280, height: 886, composite: {composite}, max_fps: 30}}
 processing: {{det_size: 640, tracking: false}}
 models: {{dir: models, detector: {det}, swapper: {swapper}, enhancer: null,
+  accept_noncommercial_licence: true,  # det_500m: InsightFace's non-commercial weights
   providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
 ui: {{attract_after_s: 0, carousel: false, banner: ""}}

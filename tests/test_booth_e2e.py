@@ -45,7 +45,7 @@ def _booth_folder(tmp_path: Path) -> Path:
 source: {{kind: image, path: scene.jpg, image_fps: 30, mirror: false}}
 display: {{width: 640, height: 360, vsync: false, max_fps: 60}}
 processing: {{det_size: 640}}
-models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
+models: {{dir: models, detector: {det}, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
 ui: {{attract_after_s: 0}}
 controls: {{gamepad_enabled: false}}

@@ -68,7 +68,7 @@ def test_hostile_files_are_named_and_skipped_and_good_faces_keep_swapping(tmp_pa
 source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
 display: {{width: 640, height: 360, vsync: false, max_fps: 30}}
 processing: {{det_size: 640}}
-models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
+models: {{dir: models, detector: {det}, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache, rescan_s: 0.2}}
 ui: {{attract_after_s: 0, banner: "", carousel: false}}
 controls: {{gamepad_enabled: false}}

@@ -37,7 +37,7 @@ def _booth(tmp_path: Path, cache_dir: str = "cache", extra: str = "") -> Path:
         f"""source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
 display: {{width: 320, height: 180, vsync: false, max_fps: 30}}
 processing: {{det_size: 320}}
-models: {{dir: models, providers: {{order: [cpu], intra_op_threads: 1}}}}
+models: {{dir: models, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: {cache_dir}}}
 controls: {{gamepad_enabled: false}}
 overlay: {{debug: true }}

@@ -134,13 +134,22 @@ def test_classic_needs_no_model_file_but_the_bundled_detector(tmp_path: Path) ->
         "models: {swapper: classic, detector: det_500m.onnx}", "<t>", base_dir=tmp_path, env=False
     )
     assert model_paths(named)["detector"] == tmp_path / "models" / "det_500m.onnx"
-    # the booth default stays the neural swap with SCRFD
+    # the default is the classic swap too: nothing to download
     booth = parse_config("{}", "<t>", base_dir=tmp_path, env=False)
-    assert [p.name for p in missing_models(booth)] == ["det_10g.onnx", "w600k_r50.onnx", "inswapper_128.onnx"]
+    assert swapper_mode(booth) == "classic" and missing_models(booth) == []
+    # InSwapper named: the neural swap with SCRFD
+    neural = parse_config("models: {swapper: inswapper_128.onnx}", "<t>", base_dir=tmp_path, env=False)
+    assert [p.name for p in missing_models(neural)] == [
+        "det_10g.onnx",
+        "w600k_r50.onnx",
+        "inswapper_128.onnx",
+    ]
 
 
-def test_auto_is_neural_only_when_the_weights_are_there(tmp_path: Path) -> None:
-    cfg = parse_config("models: {swapper: auto, detector: auto}", "<t>", base_dir=tmp_path, env=False)
+def test_auto_is_neural_only_when_the_licence_is_accepted_and_the_weights_are_there(tmp_path: Path) -> None:
+    text = "models: {swapper: auto, detector: auto, accept_noncommercial_licence: %s}"
+    unaccepted = parse_config(text % "false", "<t>", base_dir=tmp_path, env=False)
+    cfg = parse_config(text % "true", "<t>", base_dir=tmp_path, env=False)
     assert swapper_mode(cfg) == "classic" and model_paths(cfg)["detector"] == BUNDLED_YUNET
     (tmp_path / "models").mkdir()
     for name in ("inswapper_128.onnx", "w600k_r50.onnx"):
@@ -148,6 +157,8 @@ def test_auto_is_neural_only_when_the_weights_are_there(tmp_path: Path) -> None:
     assert swapper_mode(cfg) == "classic"  # the detector it would run with is not there yet
     (tmp_path / "models" / "det_10g.onnx").write_bytes(b"x")
     assert swapper_mode(cfg) == "neural"
+    # every file there, but the licence not accepted: auto never switches to them on its own
+    assert swapper_mode(unaccepted) == "classic" and model_paths(unaccepted)["detector"] == BUNDLED_YUNET
     paths = model_paths(cfg)
     assert paths["swapper"] == tmp_path / "models" / "inswapper_128.onnx"
     assert paths["detector"] == tmp_path / "models" / "det_10g.onnx"
@@ -171,7 +182,7 @@ def test_the_demo_with_no_models_builds_a_classic_booth_stage_not_a_missing_mode
     assert proc.notice == ""  # no amber "models missing", no GPU-fallback warning
 
 
-def test_the_demo_runs_the_neural_swap_once_its_models_are_there(
+def test_the_demo_stays_classic_with_the_models_there_until_the_licence_is_accepted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from kiosk.booth.controls import ControlState
@@ -187,8 +198,14 @@ def test_the_demo_runs_the_neural_swap_once_its_models_are_there(
     monkeypatch.setenv("KIOSK_MODELS_DIR", str(models))
     cfg = load_config(bundled_config("demo"))
     cfg = cfg.model_copy(update={"faces": cfg.faces.model_copy(update={"cache_dir": str(tmp_path / "c")})})
-    assert swapper_mode(cfg) == "neural" and model_paths(cfg)["detector"] == models / "det_10g.onnx"
+    assert swapper_mode(cfg) == "classic" and model_paths(cfg)["detector"] == BUNDLED_YUNET
     proc = build_booth_processor(cfg, make_library(cfg), ControlState())
+    assert proc.name.startswith("classic swap (") and proc.name.endswith("· MIT"), proc.name
+    accepted = cfg.model_copy(
+        update={"models": cfg.models.model_copy(update={"accept_noncommercial_licence": True})}
+    )
+    assert swapper_mode(accepted) == "neural" and model_paths(accepted)["detector"] == models / "det_10g.onnx"
+    proc = build_booth_processor(accepted, make_library(accepted), ControlState())
     assert proc.name.startswith("swap (") and proc.name.endswith("· non-commercial only"), proc.name
 
 
@@ -361,8 +378,15 @@ def test_models_list_and_doctor_name_the_running_swappers_licence(
     )
     classic = check_licence(DoctorContext(cfg_path, load_config(cfg_path), True))
     assert classic.ok and "classic swap" in classic.detail and "MIT" in classic.detail
-    neural = check_licence(DoctorContext(cfg_path, parse_config("{}", "<t>", env=False), True))
-    assert "non-commercial" in neural.detail and "models.swapper: classic" in neural.detail
+    text = "models: {swapper: inswapper_128.onnx, accept_noncommercial_licence: true}"
+    neural = check_licence(DoctorContext(cfg_path, parse_config(text, "<t>", env=False), True))
+    assert neural.ok and "non-commercial" in neural.detail and "models.swapper: classic" in neural.detail
+    assert "accepted by models.accept_noncommercial_licence" in neural.detail
+    # named but not accepted: a failure naming the key (the kiosk does not run it)
+    unaccepted = parse_config("models: {swapper: inswapper_128.onnx}", "<t>", env=False)
+    refused = check_licence(DoctorContext(cfg_path, unaccepted, True))
+    assert not refused.ok and "inswapper_128.onnx" in refused.detail
+    assert "models.accept_noncommercial_licence: true" in refused.fix
 
 
 def test_demo_camera_is_opt_in(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -24,7 +24,8 @@ def test_demo_is_the_bundled_visitor_windowed_and_default_is_booth():
     demo = load_config(ROOT / "configs/demo.yaml")
     booth = load_config(ROOT / "configs/default.yaml")
     assert demo.source.kind == "demo" and not demo.display.fullscreen  # no camera unless --camera
-    assert demo.models.swapper == "auto" and booth.models.swapper == "inswapper_128.onnx"
+    assert demo.models.swapper == "auto" and booth.models.swapper == "classic"  # licence-clean booth
+    assert not demo.models.accept_noncommercial_licence and not booth.models.accept_noncommercial_licence
     assert booth.source.kind == "camera" and booth.source.camera.device == 0 and booth.display.fullscreen
 
 

@@ -47,6 +47,8 @@ processing:
   source_face: faces/face.jpg
 models:
   dir: models
+  swapper: inswapper_128.onnx
+  accept_noncommercial_licence: true
   providers: {order: [cuda, cpu], trt_cache_dir: cache/trt}
 """
 

@@ -242,7 +242,12 @@ def test_occlusion_on_keeps_the_hand_in_the_composite(tmp_path: Path) -> None:
     for occlusion in (False, True):
         cfg = KioskConfig.model_validate(
             {
-                "models": {"dir": str(tmp_path), "providers": {"order": ["cpu"]}},
+                "models": {
+                    "dir": str(tmp_path),
+                    "swapper": "inswapper_128.onnx",  # the stand-in neural swap, its licence accepted
+                    "accept_noncommercial_licence": True,
+                    "providers": {"order": ["cpu"]},
+                },
                 "processing": {"tracking": False},
                 "mask": {"occlusion": occlusion},
                 "base_dir": tmp_path,

@@ -65,7 +65,7 @@ def booth(tmp_path: Path, port: int, keepsake: str, processing: str = "", mode: 
 source: {{kind: image, path: scene.png, image_fps: 15, mirror: false}}
 display: {{width: {WIN[0]}, height: {WIN[1]}, vsync: false, max_fps: 30, title: keepsake-e2e, mode: {mode}}}
 processing: {{det_size: 640, max_faces: 6, tracking: true{processing}}}
-models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
+models: {{dir: models, detector: {det}, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, enhancer: null, providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
 ui: {{attract_after_s: 0}}
 controls: {{gamepad_enabled: false}}

@@ -176,7 +176,8 @@ def test_colour_is_smoothed_per_tracked_face() -> None:
 def _swap_cli(tmp_path: Path, standin_dir: Path, det: Path, yaml_extra: str) -> tuple[np.ndarray, Face]:
     cfg = tmp_path / "kiosk.yaml"
     cfg.write_text(
-        f"models: {{dir: {standin_dir}, detector: {det}, enhancer: null, providers: {{order: [cpu]}}}}\n"
+        f"models: {{dir: {standin_dir}, detector: {det}, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, "
+        "enhancer: null, providers: {order: [cpu]}}\n"
         f"processing: {{max_faces: 1}}\n{yaml_extra}",
         encoding="utf-8",
     )

@@ -95,6 +95,7 @@ display: {{width: 512, height: 512, composite: gpu, max_fps: 30}}
 processing: {{det_size: 640, tracking: true, max_faces: 1, {processing}}}
 mask: {{{mask}}}
 models: {{dir: models, detector: {det}, swapper: {swapper}, enhancer: null,
+  accept_noncommercial_licence: true,  # det_500m: InsightFace's non-commercial weights
   providers: {{order: [cpu], intra_op_threads: 1}}}}
 faces: {{dir: faces, cache_dir: cache}}
 snapshots: {{enabled: true, dir: snaps}}

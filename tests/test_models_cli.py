@@ -34,7 +34,8 @@ def _sha(p: Path) -> str:
 def _write_cfg(tmp_path: Path, models_dir: Path, extra: str = "") -> Path:
     cfg = tmp_path / "kiosk.yaml"
     cfg.write_text(
-        f"models:\n  dir: {models_dir}\n  providers: {{order: [cpu]}}\nprocessing:\n  max_faces: 8\n{extra}",
+        f"models:\n  dir: {models_dir}\n  swapper: inswapper_128.onnx\n  accept_noncommercial_licence: true\n"
+        f"  providers: {{order: [cpu]}}\nprocessing:\n  max_faces: 8\n{extra}",
         encoding="utf-8",
     )
     return cfg

@@ -60,7 +60,7 @@ def _booth(tmp_path: Path, interval_s: float = 1.0) -> Path:
         f"""
 source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
 display: {{width: 320, height: 180, vsync: false, max_fps: 60}}
-models: {{dir: models, enhancer: null, providers: {{order: [cuda, cpu], intra_op_threads: 1, warmup: false}}}}
+models: {{dir: models, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, enhancer: null, providers: {{order: [cuda, cpu], intra_op_threads: 1, warmup: false}}}}
 faces: {{dir: faces, cache_dir: cache}}
 controls: {{gamepad_enabled: false}}
 monitoring: {{textfile: metrics/faceswap_kiosk.prom, interval_s: {interval_s}}}

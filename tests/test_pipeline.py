@@ -235,7 +235,12 @@ def test_neural_demo_without_models_says_which_command_fetches_them(tmp_path: Pa
     from kiosk.processing.stage import StageUnavailable
 
     cfg = load_config(bundled_config("demo"), env=False)
-    neural = {"dir": str(tmp_path), "swapper": "inswapper_128.onnx", "detector": "det_10g.onnx"}
+    neural = {
+        "dir": str(tmp_path),
+        "swapper": "inswapper_128.onnx",
+        "detector": "det_10g.onnx",
+        "accept_noncommercial_licence": True,
+    }
     cfg = cfg.model_copy(update={"models": cfg.models.model_copy(update=neural)})
     with pytest.raises(StageUnavailable) as err:
         build_booth_processor(cfg, make_library(cfg), ControlState())

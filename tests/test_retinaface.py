@@ -501,7 +501,7 @@ def test_headless_kiosk_swaps_the_faces_retinaface_finds(tmp_path: Path, t1_bgr:
 source: {{kind: image, path: scene.png, image_fps: 30, mirror: false}}
 display: {{width: {w}, height: {h}, vsync: false, max_fps: 30, fit: fit}}
 processing: {{det_size: 640, tracking: true, max_faces: 8}}
-models: {{dir: models, detector: {det}, enhancer: null, providers: {{order: [cpu], intra_op_threads: 2}}}}
+models: {{dir: models, detector: {det}, swapper: inswapper_128.onnx, accept_noncommercial_licence: true, enhancer: null, providers: {{order: [cpu], intra_op_threads: 2}}}}
 faces: {{dir: faces, cache_dir: cache}}
 ui: {{attract_after_s: 0}}
 controls: {{gamepad_enabled: false}}

@@ -154,7 +154,14 @@ def test_small_detector_finds_white_squares_like_the_small_standin(tmp_path: Pat
 
     def detector(folder: Path):  # type: ignore[no-untyped-def]
         cfg = KioskConfig.model_validate(
-            {"models": {"dir": str(folder), "providers": {"order": ["cpu"]}}, "processing": {"max_faces": 8}}
+            {
+                "models": {
+                    "dir": str(folder),
+                    "swapper": "inswapper_128.onnx",
+                    "providers": {"order": ["cpu"]},
+                },
+                "processing": {"max_faces": 8},
+            }
         )
         return open_detector(cfg)
 

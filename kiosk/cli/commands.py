@@ -125,6 +125,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     cfg = _load_or_report(args.file)
     if cfg is None:
         return 1
+    from kiosk.processing.models import licence_problems
+
+    problems = licence_problems(cfg)
+    for line in problems:
+        print(f"{args.file}: {line}", file=sys.stderr)
+    if problems:
+        return 1
     print(f"{args.file}: OK")
     return 0
 

@@ -75,10 +75,12 @@ def _cmd_detect(args: argparse.Namespace) -> int:
 
 # -- swap ------------------------------------------------------------------------------------------
 def _cmd_swap(args: argparse.Namespace) -> int:
-    from kiosk.processing.models import read_image
+    from kiosk.processing.models import licence_notice, read_image
     from kiosk.processing.pipeline import SwapPipeline
 
     cfg = _config(args.config)
+    if notice := licence_notice(cfg):  # non-commercial weights the config has not accepted
+        raise _CliError(notice)
     source = read_image(args.source)
     frame = read_image(args.input)
     out_path = Path(args.output)
@@ -152,8 +154,16 @@ def _cmd_models(args: argparse.Namespace) -> int:
             print("  ".join(str(v).ljust(w) for v, w in zip(r[:5], widths, strict=True)) + "  " + r[5])
             if source:  # a file taken from a repository rather than a release: say which one
                 print(" " * (widths[0] + 2) + f"source: {source}")
+        from kiosk.processing.models import licence_problems
+
+        problems = licence_problems(cfg)
+        for line in problems:  # named, but the kiosk does not run them
+            print(f"not run: {line}")
         spec = swapper_spec(cfg)
-        print(f"swapper in use: {spec.title} — licence: {spec.licence}")
+        if problems:
+            print(f"swapper in use: none — {spec.title} is named, its licence not accepted (see above)")
+        else:
+            print(f"swapper in use: {spec.title} — licence: {spec.licence}")
         return 0
     if action == "verify":
         bad = []
@@ -169,9 +179,16 @@ def _cmd_models(args: argparse.Namespace) -> int:
             )
         return 0
     # fetch
-    failures = []
+    from kiosk.processing.models import licence_problems, noncommercial_models
+
+    failures = licence_problems(cfg)  # never downloaded until the booth accepts their licence
+    refused = {p for _, p, _ in noncommercial_models(cfg)} if failures else set()
+    for line in failures:
+        print(f"kiosk models fetch: not fetched: {line}", file=sys.stderr)
     unreached = False
     for role, path in _roles(cfg):
+        if path in refused:
+            continue
         spec = spec_for_file(role, path)  # type: ignore[arg-type]
         try:
             state = fetch_model(spec, path, source=args.source, show_progress=not args.quiet, log=print)

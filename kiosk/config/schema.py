@@ -176,10 +176,17 @@ class ModelsConfig(_Section):
         "w600k_r50.onnx", description="ArcFace embedder file or path (not used by the classic swap)."
     )
     swapper: str = Field(
-        "inswapper_128.onnx",
-        description="InSwapper file or path (non-commercial weights); classic: the library photo's own face "
-        "aligned by the five keypoints, no weights (MIT); auto: InSwapper when it, the embedder (and, with "
-        "detector auto, det_10g.onnx) are in models.dir, else classic.",
+        "classic",
+        description="classic: the library photo's own face aligned by the five keypoints, no weights (MIT); "
+        "an InSwapper file or path (inswapper_128.onnx: non-commercial weights, needs "
+        "accept_noncommercial_licence); auto: InSwapper when accept_noncommercial_licence is true and it, "
+        "the embedder (and, with detector auto, det_10g.onnx) are in models.dir, else classic.",
+    )
+    accept_noncommercial_licence: bool = Field(
+        False,
+        description="This booth accepts the non-commercial licence of InsightFace's weights (InSwapper, "
+        "w600k_r50, det_10g...) and GPEN's: without it a config naming one fails kiosk config check, the "
+        "kiosk shows a notice instead of running it, and swapper auto stays classic.",
     )
     enhancer: str | None = Field(
         "GFPGANv1.4.onnx",

@@ -89,6 +89,13 @@ class ModelSpec:
     def known_hashes(self) -> tuple[str, ...]:
         return ((self.sha256,) if self.sha256 else ()) + self.also_sha256
 
+    @property
+    def non_commercial(self) -> bool:
+        """The weights themselves are for non-commercial use only (InsightFace's, GPEN's): the
+        licence's first clause says so. A caveat after it (BiSeNet's MIT weights were trained on
+        a research data set) does not make the weights non-commercial."""
+        return "non-commercial" in self.licence.split(";")[0].lower()
+
 
 _INSIGHTFACE_LICENCE = "InsightFace pretrained models: non-commercial research use only"
 _VISOMASTER = (
@@ -562,6 +569,15 @@ def detector_family_of(path: str | Path) -> Family:
         if widths == [4, 2, 10]:
             return "retinaface"
     return "scrfd"
+
+
+def known_spec(role: Role, path: str | Path) -> ModelSpec | None:
+    """The spec of a known file in ``role`` by its name (no file is read), else None."""
+    name = Path(path).name
+    for spec in KNOWN_MODELS:
+        if spec.role == role and (spec.file == name or name in spec.aliases):
+            return spec
+    return None
 
 
 def spec_for_file(role: Role, path: str | Path) -> ModelSpec:

@@ -13,7 +13,7 @@ from kiosk.booth.faces import FaceLibrary
 from kiosk.booth.photo_files import ModelDigests
 from kiosk.config import KioskConfig
 from kiosk.inference.errors import ModelError
-from kiosk.processing.models import missing_models, missing_models_notice, model_paths
+from kiosk.processing.models import licence_notice, missing_models, missing_models_notice, model_paths
 from kiosk.processing.pipeline import SwapPipeline
 from kiosk.processing.pipelined import open_pipelined
 from kiosk.processing.stage import PassThrough, Processor, StageUnavailable
@@ -51,6 +51,10 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
     # Missing models first: that is what a fresh install (and the demo) lacks, and the notice says
     # which command fetches them; the build is retried as soon as the files appear.
     watch = booth_model_files(cfg)
+    # A non-commercial model the booth has not accepted is never opened (nor asked to be fetched).
+    if notice := licence_notice(cfg):
+        log.error("%s", notice)
+        raise StageUnavailable(notice, watch)
     if missing_models(cfg, include_enhancer=False):  # the enhancer is optional here
         raise StageUnavailable(missing_models_notice(cfg, include_enhancer=False), watch)
     if not cfg.faces.dir and not cfg.processing.source_face:

@@ -1,7 +1,8 @@
 """Which models a config needs, where they are, and opening them: the model files of each role
-(``models.swapper: auto`` picks the neural swap when its files are there, else the classic one),
-what is missing (and the one-line notice naming the fix), the detector and the face parser, and
-reading a photo within bounds."""
+(``models.swapper: auto`` picks the neural swap when the booth accepts its licence and its files
+are there, else the classic one), what is missing (and the one-line notice naming the fix), which
+non-commercial models a config runs without accepting their licence, the detector and the face
+parser, and reading a photo within bounds."""
 
 from __future__ import annotations
 
@@ -14,7 +15,15 @@ from kiosk.inference.detector import FaceDetector, make_detector
 from kiosk.inference.errors import ImageError
 from kiosk.inference.parser import FaceParser
 from kiosk.inference.sessions import ProviderOptions, create_session
-from kiosk.inference.specs import BUNDLED_DETECTOR, CLASSIC_SWAPPER, ROLES, ModelSpec, Role, spec_for_file
+from kiosk.inference.specs import (
+    BUNDLED_DETECTOR,
+    CLASSIC_SWAPPER,
+    ROLES,
+    ModelSpec,
+    Role,
+    known_spec,
+    spec_for_file,
+)
 from kiosk.types import FrameBGR
 from kiosk.util.files import read_regular_file, shown
 from kiosk.util.images import ImageDecodeError, decode_image
@@ -27,6 +36,16 @@ MAX_IMAGE_FILE_BYTES = 64 << 20
 AUTO = "auto"
 #: The neural swapper and embedder ``auto`` looks for, and the detector it uses with them.
 NEURAL_DEFAULTS = {"swapper": "inswapper_128.onnx", "embedder": "w600k_r50.onnx", "detector": "det_10g.onnx"}
+#: The config key by which a booth accepts the non-commercial licence of the weights it names.
+LICENCE_KEY = "models.accept_noncommercial_licence"
+#: The licence-clean choice that replaces a non-commercial model of each role.
+_CLEAN_FIX = {
+    "swapper": "models.swapper: classic (MIT, no weights)",
+    "embedder": "models.swapper: classic (MIT, no embedder)",
+    "detector": "models.detector: auto (the bundled YuNet, MIT)",
+    "enhancer": "models.enhancer: GFPGANv1.4.onnx (Apache-2.0)",
+    "parser": "mask.occlusion: false",
+}
 
 
 def _role_file(cfg: KioskConfig, value: str) -> Path:
@@ -41,11 +60,14 @@ def _role_file(cfg: KioskConfig, value: str) -> Path:
 def swapper_mode(cfg: KioskConfig) -> str:
     """``"classic"`` or ``"neural"``: ``models.swapper: classic``; ``auto`` is neural when the
     InSwapper file, the embedder and (with ``detector: auto``) ``det_10g.onnx`` are in
-    ``models.dir``, else classic; any file name: neural."""
+    ``models.dir`` and ``models.accept_noncommercial_licence`` is true (never on its own: those
+    weights are non-commercial), else classic; any file name: neural."""
     value = cfg.models.swapper
     if value == CLASSIC:
         return "classic"
     if value == AUTO:
+        if not cfg.models.accept_noncommercial_licence:
+            return "classic"
         embedder = cfg.models.embedder if cfg.models.embedder != AUTO else NEURAL_DEFAULTS["embedder"]
         need = [NEURAL_DEFAULTS["swapper"], embedder]
         if cfg.models.detector == AUTO:
@@ -104,6 +126,48 @@ def missing_models(cfg: KioskConfig, include_enhancer: bool | None = None) -> li
         if not p.is_file():
             out.append(p)
     return out
+
+
+def noncommercial_models(cfg: KioskConfig) -> list[tuple[Role, Path, ModelSpec]]:
+    """The known models the config runs whose weights are non-commercial (InsightFace's, GPEN's):
+    the swapper and embedder of the neural swap, a named det_10g, a GPEN enhancer when
+    ``processing.enhance`` is on. Judged by file name; no file is read."""
+    out = []
+    for role, p in model_paths(cfg).items():
+        if p is None or (role == "enhancer" and not cfg.processing.enhance):
+            continue
+        spec = known_spec(role, p)
+        if spec is not None and spec.non_commercial:
+            out.append((role, p, spec))
+    return out
+
+
+def licence_problems(cfg: KioskConfig) -> list[str]:
+    """One line per non-commercial model the config runs without ``models.accept_noncommercial_licence:
+    true``: which model, and the two fixes (accept the licence, or the licence-clean choice)."""
+    if cfg.models.accept_noncommercial_licence:
+        return []
+    return [
+        f"models.{role}: {p.name} has non-commercial weights ({spec.licence}); set {LICENCE_KEY}: true "
+        f"if this booth accepts that licence, else use {_clean_fix(cfg, role)}"
+        for role, p, spec in noncommercial_models(cfg)
+    ]
+
+
+def _clean_fix(cfg: KioskConfig, role: Role) -> str:
+    """The licence-clean choice for a role; ``detector: auto`` is det_10g only with the neural swap."""
+    if role == "detector" and cfg.models.detector == AUTO:
+        return _CLEAN_FIX["swapper"]
+    return _CLEAN_FIX[role]
+
+
+def licence_notice(cfg: KioskConfig) -> str:
+    """The one-line notice of a kiosk asked to run non-commercial weights it may not; "" if none."""
+    problems = noncommercial_models(cfg) if not cfg.models.accept_noncommercial_licence else []
+    if not problems:
+        return ""
+    names = ", ".join(p.name for _, p, _ in problems)
+    return f"not run: {names} non-commercial — set {LICENCE_KEY}: true to accept, or models.swapper: classic"
 
 
 def read_image(path: str | Path) -> FrameBGR:

@@ -17,13 +17,15 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
         return [CheckResult("models", True, "processing.enabled is false: no models needed (camera only)")]
     from kiosk.inference.fetch import check_file
     from kiosk.inference.specs import spec_for_file
-    from kiosk.processing.models import model_paths, swapper_mode
+    from kiosk.processing.models import licence_problems, model_paths, noncommercial_models, swapper_mode
 
     missing, corrupt, fine = [], [], []
+    # not fetched, not run until the licence is accepted: the licence check names them instead
+    refused = {p for _, p, _ in noncommercial_models(ctx.cfg)} if licence_problems(ctx.cfg) else set()
     if swapper_mode(ctx.cfg) == "classic":
         fine.append("swapper classic (built in, no file)")
     for role, path in model_paths(ctx.cfg).items():
-        if path is None or (role == "enhancer" and not ctx.cfg.processing.enhance):
+        if path is None or path in refused or (role == "enhancer" and not ctx.cfg.processing.enhance):
             continue
         path = Path(os.path.normpath(path))
         status = check_file(role, spec_for_file(role, path), path)
@@ -56,19 +58,28 @@ def check_models(ctx: DoctorContext) -> list[CheckResult]:
 
 
 def check_licence(ctx: DoctorContext) -> CheckResult:
-    """Which licence the swapper (and the detector) the config runs have: informational, never a
-    failure; a booth at a trade fair needs to know before it opens."""
+    """Which licence the swapper (and the detector) the config runs have; a failure when the config
+    names non-commercial weights without ``models.accept_noncommercial_licence: true`` (the kiosk
+    does not run them then): a booth at a trade fair needs to know before it opens."""
     from kiosk.inference.specs import spec_for_file
-    from kiosk.processing.models import model_paths, swapper_mode, swapper_spec
+    from kiosk.processing.models import LICENCE_KEY, licence_problems, model_paths, swapper_mode, swapper_spec
 
     spec = swapper_spec(ctx.cfg)
     detector = model_paths(ctx.cfg)["detector"]
     det = f"; detector {detector.name}: {spec_for_file('detector', detector).licence}" if detector else ""
     mode = "classic swap" if swapper_mode(ctx.cfg) == "classic" else f"neural swap ({spec.id})"
-    hint = ""
-    if "non-commercial" in spec.licence.lower():
-        hint = " (licence-clean alternative: models.swapper: classic, MIT, no weights)"
-    return CheckResult("licence", True, f"swapper: {mode} — {spec.licence}{det}{hint}")
+    detail = f"swapper: {mode} — {spec.licence}{det}"
+    if problems := licence_problems(ctx.cfg):
+        return CheckResult(
+            "licence",
+            False,
+            f"{detail}; not run: " + "; ".join(problems),
+            f"set {LICENCE_KEY}: true in {ctx.config_path} if the booth accepts the non-commercial "
+            "licence, else models.swapper: classic",
+        )
+    if spec.non_commercial:
+        detail += f" (accepted by {LICENCE_KEY}; licence-clean alternative: models.swapper: classic, MIT)"
+    return CheckResult("licence", True, detail)
 
 
 def check_faces_dir(ctx: DoctorContext) -> list[CheckResult]:
