@@ -23,8 +23,10 @@ def test_specs_are_well_formed() -> None:
 
 
 def test_default_files_are_known() -> None:
-    """Every default is a known file with a hash and a source; the detector's ``auto`` is the neural
-    swap's det_10g (fetched) or the YuNet the package carries (hash checked, nothing to fetch)."""
+    """Every default is a known file with a hash and a source, or the built-in classic swapper (no
+    file: the booth's licence-clean default); the detector's ``auto`` is the neural swap's det_10g
+    (fetched) or the YuNet the package carries (hash checked, nothing to fetch)."""
+    from kiosk.inference.classic import CLASSIC
     from kiosk.inference.specs import BUNDLED_DETECTOR
     from kiosk.processing.models import AUTO, NEURAL_DEFAULTS
 
@@ -38,6 +40,8 @@ def test_default_files_are_known() -> None:
             if role == "detector":
                 bundled = spec_for_file(role, BUNDLED_DETECTOR.split("/")[-1])
                 assert bundled.sha256 is not None, f"the bundled {BUNDLED_DETECTOR} has no hash"
+            continue
+        if role == "swapper" and name == CLASSIC:
             continue
         spec = spec_for_file(role, name)
         assert spec.sha256 is not None and spec.urls, f"{role} default {name} has no hash or URL"
