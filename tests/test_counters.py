@@ -234,3 +234,15 @@ def test_staff_warnings_reach_the_stats_and_metrics_not_the_visitors_words() -> 
     assert stats_dict(clean)["warnings"] == [] and "faceswap_kiosk_warnings 0" in render_metrics(
         stats_dict(clean), up=True, now_unix=1000.0
     )
+
+
+def test_the_status_line_is_off_by_default_and_on_when_asked() -> None:
+    """The status line names the source (a device path, a file) and the stage: staff text. Before,
+    ``overlay.status_line`` defaulted to true and every visitor read it at the bottom."""
+    from kiosk.config import parse_config
+
+    for yaml, shown in (("", False), ("overlay: {status_line: true}\n", True)):
+        cfg = parse_config("source: {kind: synthetic}\nprocessing: {enabled: false}\n" + yaml)
+        app = KioskApp(cfg, RunOptions(headless=True))
+        status = app.overlay_texts(time.perf_counter())["status"]
+        assert bool(status) is shown and (not shown or status.startswith("synthetic")), (yaml, status)
