@@ -228,4 +228,4 @@ def _staff_marker_shown(bgr) -> bool:
     h, w = bgr.shape[:2]
     x0, y0, x1, y1 = (round(v) for v in marker_rect((w, h), 1.0))
     b, g, r = (int(v) for v in bgr[(y0 + y1) // 2, (x0 + x1) // 2])
-    return r > 200 and 100 < g < 190 and b < 80
+    return r > 220 and 105 < g < 150 and b < 40

@@ -264,9 +264,15 @@ CACHE_FULL = (
 
 
 def amber(rgb: np.ndarray) -> np.ndarray:
-    """Pixels of the warnings' amber (the staff marker's too) over the grey frame."""
+    """Pixels of the notice's and warnings' amber text over the grey frame."""
     r, g, b = rgb[..., 0].astype(int), rgb[..., 1].astype(int), rgb[..., 2].astype(int)
-    return (r > 200) & (g > 130) & (g < 210) & (b < 140)
+    return (r > 200) & (g > 140) & (g < 210) & (b < 140)
+
+
+def orange(rgb: np.ndarray) -> np.ndarray:
+    """Pixels of the staff marker's orange (overlay.MARKER_RGBA)."""
+    r, g, b = rgb[..., 0].astype(int), rgb[..., 1].astype(int), rgb[..., 2].astype(int)
+    return (r > 220) & (g > 105) & (g < 150) & (b < 40)
 
 
 @pytest.mark.parametrize(
@@ -301,11 +307,12 @@ def test_the_visitor_sees_the_swap_and_a_staff_marker_and_staff_read_the_debug_b
         (x0, y0, x1, y1),
     )
     assert changed.sum() >= 0.8 * (x1 - x0) * (y1 - y0), "the marker is a solid square"
-    assert amber(shown)[y0:y1, x0:x1].mean() > 0.8, "in amber"
+    assert orange(shown)[y0:y1, x0:x1].mean() > 0.8, "an orange square"
+    assert not (amber(shown) & ~amber(plain)).any(), "no amber text (the carousel's accent is amber too)"
     # The staff's debug block: the text is there (amber warnings or the notice), the marker is not.
     staff = landscape.draw(view, overlay=dataclasses.replace(overlay, debug_lines=["fps 30"]))
-    assert amber(staff).sum() > 30
-    assert not amber(staff)[y0:y1, x0:x1].all(), "no marker with the debug block open"
+    assert (amber(staff) & ~amber(plain)).sum() > 30
+    assert orange(staff)[y0:y1, x0:x1].mean() < 0.5, "no marker with the debug block open"
 
 
 def _banner_bottom(scene: Scene, banner: str) -> float:

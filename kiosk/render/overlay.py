@@ -32,8 +32,9 @@ NOTICE_RGBA: RGBA = (1.0, 0.8, 0.3, 1.0)
 NOTICE_LINES = 3
 DEBUG_RGBA: RGBA = (0.85, 1.0, 0.85, 1.0)
 WARNING_RGBA: RGBA = (1.0, 0.72, 0.35, 1.0)
-#: The staff marker: a warning is waiting for staff (the debug overlay shows it).
-MARKER_RGBA: RGBA = (1.0, 0.6, 0.0, 0.9)
+#: The staff marker: a warning is waiting for staff (the debug overlay shows it). Opaque orange,
+#: darker in green than the amber text (NOTICE_RGBA, WARNING_RGBA), so a screenshot tells them apart.
+MARKER_RGBA: RGBA = (1.0, 0.5, 0.0, 1.0)
 #: The staff marker's side is the base text size times this.
 MARKER_SCALE = 0.5
 BOX_RGBA: RGBA = (0.0, 0.0, 0.0, 0.62)
