@@ -194,3 +194,55 @@ def test_a_slow_but_progressing_stage_reads_slow_not_stalled_everywhere() -> Non
     c = app.counters(later)
     assert c.processing.slow_frame_s == 0.0
     assert "stalled" in app.overlay_texts(later, c)["notice"]
+
+
+def test_staff_warnings_reach_the_stats_and_metrics_not_the_visitors_words() -> None:
+    """Issue 29.4: every staff warning is in one place the staff console can read (the stats
+    JSON's ``warnings``, the metrics' ``warnings`` gauge); the visitor's message is plain words.
+    Before: no ``warnings`` list nor gauge, and the source's error (a device path) was drawn
+    under "reconnecting…"."""
+    import dataclasses
+
+    from kiosk.app.counters import overlay_texts, stats_dict
+    from kiosk.appliance.monitoring import render_metrics
+
+    app = _app()
+    cache = "kernel cache folder /var/cache/k/numba is full: kernels compiled in memory this run"
+    app.screen.last_notice = cache  # the swap stage's notice, as Screen.take keeps it
+    app.reload.problem = "config change ignored: kiosk.yaml:3: unknown key 'bannr'"
+    now = time.perf_counter()
+    c = app.counters(now)
+    c = dataclasses.replace(
+        c,
+        duration_s=5.0,
+        capture=dataclasses.replace(c.capture, state="reconnecting", last_error="/dev/video0: device busy"),
+        face_problems=("faces/x.png: no face found; use a clear, frontal photo",),
+    )
+    stats = stats_dict(c)
+    assert stats["warnings"] == [
+        "config change ignored: kiosk.yaml:3: unknown key 'bannr'",
+        cache,
+        "source: /dev/video0: device busy",
+        "faces/x.png: no face found; use a clear, frontal photo",
+    ]
+    assert "faceswap_kiosk_warnings 4" in render_metrics(stats, up=True, now_unix=1000.0).splitlines()
+    texts = overlay_texts(c, app.reload.problem, status_line=False)
+    assert texts["message"] == "Video source unavailable — reconnecting…", "no device path for the visitor"
+    assert texts["warnings"] == ["source: /dev/video0: device busy"]  # the debug block has it
+    app.screen.last_notice = app.reload.problem = ""
+    clean = app.counters(now)
+    assert stats_dict(clean)["warnings"] == [] and "faceswap_kiosk_warnings 0" in render_metrics(
+        stats_dict(clean), up=True, now_unix=1000.0
+    )
+
+
+def test_the_status_line_is_off_by_default_and_on_when_asked() -> None:
+    """The status line names the source (a device path, a file) and the stage: staff text. Before,
+    ``overlay.status_line`` defaulted to true and every visitor read it at the bottom."""
+    from kiosk.config import parse_config
+
+    for yaml, shown in (("", False), ("overlay: {status_line: true}\n", True)):
+        cfg = parse_config("source: {kind: synthetic}\nprocessing: {enabled: false}\n" + yaml)
+        app = KioskApp(cfg, RunOptions(headless=True))
+        status = app.overlay_texts(time.perf_counter())["status"]
+        assert bool(status) is shown and (not shown or status.startswith("synthetic")), (yaml, status)

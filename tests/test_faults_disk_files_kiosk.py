@@ -195,9 +195,37 @@ def test_a_full_kernel_cache_disk_still_swaps_and_the_notice_names_the_folder(tm
         shutil.rmtree(full, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-    notice = json.loads(stats.read_text())["processing"]["notice"]
+    doc = json.loads(stats.read_text())
+    notice = doc["processing"]["notice"]
     assert f"kernel cache folder {full / 'numba'} is full" in notice, notice
-    assert soak.classify_shot(cv2.imread(str(shot)))[0], "the swap is not on screen"
+    # Issue 29.4: the warning is in the stats' one list the staff console reads ...
+    assert notice in doc["warnings"], doc["warnings"]
+    picture = cv2.imread(str(shot))
+    assert soak.classify_shot(picture)[0], "the swap is not on screen"
+    # ... and the visitor sees the swap and the staff marker, not the notice's text.
+    assert _notice_text_pixels(picture) == 0, "technical text on the visitor's screen"
+    assert _staff_marker_shown(picture), "no staff marker"
     cache_lines = [ln for ln in proc.stderr.splitlines() if "kernel cache folder" in ln]
     assert len(cache_lines) == 1, cache_lines
     print(f"swapping with a full kernel cache disk; run took {elapsed:.1f} s")
+
+
+def _notice_text_pixels(bgr) -> int:
+    """Pixels of the notice's amber text (overlay.NOTICE_RGBA) in the top fifth of a screenshot."""
+    import numpy as np
+
+    from kiosk.render.overlay import NOTICE_RGBA
+
+    top = bgr[: bgr.shape[0] // 5].astype(int)
+    want = np.array([NOTICE_RGBA[2], NOTICE_RGBA[1], NOTICE_RGBA[0]]) * 255
+    return int((np.abs(top - want) < 30).all(axis=2).sum())
+
+
+def _staff_marker_shown(bgr) -> bool:
+    """The staff marker (overlay.marker_rect, no banner) is amber on the screenshot."""
+    from kiosk.render.overlay import marker_rect
+
+    h, w = bgr.shape[:2]
+    x0, y0, x1, y1 = (round(v) for v in marker_rect((w, h), 1.0))
+    b, g, r = (int(v) for v in bgr[(y0 + y1) // 2, (x0 + x1) // 2])
+    return r > 220 and 105 < g < 150 and b < 40

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import moderngl
@@ -182,7 +183,7 @@ def test_banner_is_a_slim_bar_at_the_top(landscape: Scene) -> None:
 
 
 def test_banner_pushes_the_overlay_notice_below_it(landscape: Scene) -> None:
-    overlay = OverlayState(notice="models missing")
+    overlay = OverlayState(notice="models missing", debug_lines=["fps 30"])  # the staff's debug block
     banner_only = landscape.draw(BoothView([], 0, 0.0, banner="Nothing is recorded."))
     both = landscape.draw(BoothView([], 0, 0.0, banner="Nothing is recorded."), overlay=overlay)
     rows = changed_rows(banner_only, both)
@@ -255,15 +256,68 @@ def test_swap_off_badge_sits_in_the_banner(landscape: Scene) -> None:
     assert text[text < xs.min()].max() > w * 0.5, "the (elided) banner text is still there"
 
 
-def test_warnings_join_the_debug_block_only_when_debug_is_on(landscape: Scene) -> None:
-    view = BoothView([], 0, 0.0, warnings=["faces/x.png: no face found"])
+#: The issue's own line: what visitors read under the banner with the kernel cache disk full.
+CACHE_FULL = (
+    "kernel cache folder /var/cache/faceswap-kiosk/numba is full: kernels compiled in memory this run "
+    "(free space there or set NUMBA_CACHE_DIR)"
+)
 
-    def amber(rgb: np.ndarray) -> int:
-        r, g, b = rgb[..., 0].astype(int), rgb[..., 1].astype(int), rgb[..., 2].astype(int)
-        return int(((r > 200) & (g > 130) & (g < 210) & (b < 140)).sum())
 
-    assert amber(landscape.draw(view)) == 0
-    assert amber(landscape.draw(view, overlay=OverlayState(debug_lines=["fps 30"]))) > 30
+def amber(rgb: np.ndarray) -> np.ndarray:
+    """Pixels of the notice's and warnings' amber text over the grey frame."""
+    r, g, b = rgb[..., 0].astype(int), rgb[..., 1].astype(int), rgb[..., 2].astype(int)
+    return (r > 200) & (g > 140) & (g < 210) & (b < 140)
+
+
+def orange(rgb: np.ndarray) -> np.ndarray:
+    """Pixels of the staff marker's orange (overlay.MARKER_RGBA)."""
+    r, g, b = rgb[..., 0].astype(int), rgb[..., 1].astype(int), rgb[..., 2].astype(int)
+    return (r > 220) & (g > 105) & (g < 150) & (b < 40)
+
+
+@pytest.mark.parametrize(
+    "overlay, booth_warnings",
+    [
+        (OverlayState(notice=CACHE_FULL), ()),  # the stage's notice (kernel cache, GPU fallback, models)
+        (OverlayState(), ("faces/x.png: no face found",)),  # a face photo skipped
+        (OverlayState(warnings=["source: /dev/video0: device busy"]), ()),  # the camera's error
+        (OverlayState(notice="config change ignored: kiosk.yaml:3: unknown key"), ("config change ignored",)),
+    ],
+)
+def test_the_visitor_sees_the_swap_and_a_staff_marker_and_staff_read_the_debug_block(
+    landscape: Scene, overlay: OverlayState, booth_warnings: tuple[str, ...]
+) -> None:
+    """Before: the notice was drawn as text under the banner for every visitor. Now the visitor's
+    screen differs from the plain booth only inside the small marker square; the debug block
+    (the staff key) still shows the text."""
+    from kiosk.render.overlay import marker_rect
+
+    w, h = landscape.size
+    banner = "Live AI face swap. Nothing is recorded."
+    plain = landscape.draw(BoothView(faces(), 0, 0.0, banner=banner))
+    view = BoothView(faces(), 0, 0.0, banner=banner, warnings=booth_warnings)
+    shown = landscape.draw(view, overlay=overlay)
+    changed = (np.abs(shown.astype(int) - plain.astype(int)) > 8).any(axis=2)
+    ys, xs = np.nonzero(changed)
+    assert len(ys), "the staff marker is drawn"
+    x0, y0, x1, y1 = (round(v) for v in marker_rect((w, h), 1.0, top_inset=_banner_bottom(landscape, banner)))
+    assert xs.min() >= x0 and xs.max() < x1 and ys.min() >= y0 and ys.max() < y1, (
+        "nothing but the marker changed: no text on the visitor's screen",
+        (xs.min(), ys.min(), xs.max(), ys.max()),
+        (x0, y0, x1, y1),
+    )
+    assert changed.sum() >= 0.8 * (x1 - x0) * (y1 - y0), "the marker is a solid square"
+    assert orange(shown)[y0:y1, x0:x1].mean() > 0.8, "an orange square"
+    assert not (amber(shown) & ~amber(plain)).any(), "no amber text (the carousel's accent is amber too)"
+    # The staff's debug block: the text is there (amber warnings or the notice), the marker is not.
+    staff = landscape.draw(view, overlay=dataclasses.replace(overlay, debug_lines=["fps 30"]))
+    assert (amber(staff) & ~amber(plain)).sum() > 30
+    assert orange(staff)[y0:y1, x0:x1].mean() < 0.5, "no marker with the debug block open"
+
+
+def _banner_bottom(scene: Scene, banner: str) -> float:
+    """The banner's height (the top inset the overlay starts below), as the booth layer lays it out."""
+    return scene.renderer.booth.draw(BoothView([], 0, 0.0, banner=banner), scene.size, 0, 1000.0)[0]
 
 
 PORTRAIT_FB = (540, 960)

@@ -152,6 +152,18 @@ def box_bounds(rgb: np.ndarray) -> tuple[int, int, int, int] | None:
     return int(xs.min()), int(ys.min()), int(xs.max()) + 1, int(ys.max()) + 1
 
 
+def top_box(rgb: np.ndarray) -> tuple[int, int, int, int] | None:
+    """:func:`box_bounds` of the topmost box alone (the notice, above the debug block)."""
+    rows = np.nonzero((rgb.max(axis=2) < GREY - 20).any(axis=1))[0]
+    if len(rows) == 0:
+        return None
+    gaps = np.nonzero(np.diff(rows) > 1)[0]
+    end = rows[gaps[0]] + 1 if len(gaps) else rows[-1] + 1
+    cut = rgb.copy()
+    cut[end:] = GREY
+    return box_bounds(cut)
+
+
 def test_message_box_is_centred_with_bright_text(ctx: moderngl.Context) -> None:
     w, h = 640, 360
     rgb = render(ctx, (w, h), grey_frame(w, h), OverlayState(message="Camera unavailable — reconnecting…"))
@@ -169,8 +181,13 @@ def test_status_notice_and_debug_land_in_their_regions(ctx: moderngl.Context) ->
     w, h = 640, 360
     frame = grey_frame(w, h)
     status = box_bounds(render(ctx, (w, h), frame, OverlayState(status="synthetic 1280x720 · passthrough")))
-    notice = box_bounds(
-        render(ctx, (w, h), frame, OverlayState(notice="Models missing: run kiosk models fetch"))
+    notice = top_box(  # staff text: drawn with the debug block open (the staff key)
+        render(
+            ctx,
+            (w, h),
+            frame,
+            OverlayState(notice="Models missing: run kiosk models fetch", debug_lines=["x"]),
+        )
     )
     debug = box_bounds(
         render(ctx, (w, h), frame, OverlayState(debug_lines=["fps 30.0", "latency 40 ms", "x"]))
@@ -195,12 +212,12 @@ def test_a_long_notice_wraps_so_its_fix_stays_on_screen(ctx: moderngl.Context) -
     # line cut it off; the notice wraps instead (at most three lines) and stays inside the screen.
     w, h = 640, 360
     frame = grey_frame(w, h)
-    short = box_bounds(render(ctx, (w, h), frame, OverlayState(notice="models missing")))
+    short = top_box(render(ctx, (w, h), frame, OverlayState(notice="models missing", debug_lines=["x"])))
     text = (
         "/var/lib/faceswap-kiosk/models/inswapper_128.onnx: cannot read the ONNX graph "
         "(Error parsing message with type 'onnx.ModelProto') — run: kiosk models fetch"
     )
-    long = box_bounds(render(ctx, (w, h), frame, OverlayState(notice=text)))
+    long = top_box(render(ctx, (w, h), frame, OverlayState(notice=text, debug_lines=["x"])))
     assert short is not None and long is not None
     line = short[3] - short[1]
     assert long[3] - long[1] > 1.8 * line, "wrapped onto more than one line"

@@ -129,6 +129,8 @@ class Counters:
     snapshots_written: int
     thread_restarts: int
     keepsakes: dict[str, int] | None = None  # KeepsakeService.metrics() while keepsakes are on
+    #: The host's staff line (a config change refused, keepsakes down, snapshots kept in memory).
+    staff_problem: str = ""
 
 
 class ConfigInForce(Protocol):
@@ -149,7 +151,9 @@ class CounterReader:
         self._supervisor = supervisor
         self._reload = reload  # the config in force and the face library
 
-    def read(self, now: float, detailed: bool, t_start: float, started_unix: float) -> Counters:
+    def read(
+        self, now: float, detailed: bool, t_start: float, started_unix: float, staff_problem: str = ""
+    ) -> Counters:
         """Every counter at ``now`` (the loop's clock); ``t_start``: when the run began (0: not
         running). ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096
         samples each)."""
@@ -255,6 +259,7 @@ class CounterReader:
             snapshots_written=p.shots.snapshots_written,
             thread_restarts=self._supervisor.thread_restarts,
             keepsakes=p.keepsake.metrics() if detailed else None,
+            staff_problem=staff_problem,
         )
 
 
@@ -356,6 +361,7 @@ def stats_dict(c: Counters) -> dict[str, Any]:
             "debug": c.debug,
         },
         "faces": {"loaded": len(c.faces), "names": list(c.faces), "problems": list(c.face_problems)},
+        "warnings": staff_warnings(c),
         "attract": c.attract,
         "snapshots_written": c.snapshots_written,
         "thread_restarts": c.thread_restarts,
@@ -457,16 +463,37 @@ def status_line(c: Counters) -> str:
 
 
 def overlay_texts(c: Counters, config_problem: str, status_line: bool) -> dict[str, Any]:
-    """The overlay's texts from the frame's snapshot ``c``: the source's trouble, the notice (a
-    config problem first, else the stage's; "stalled" or "slow" when processing is), the status
-    line (``overlay.status_line``) and the debug lines."""
+    """The overlay's texts from the frame's snapshot ``c``: the source's trouble in plain words
+    (its error joins the warnings), the staff notice (:func:`_notice`; drawn only with the debug
+    block open), the status line (``overlay.status_line``) and the debug lines."""
     cap = c.capture
     message = ""
-    if cap.state == "reconnecting" or (cap.state == "starting" and c.duration_s > 1.0):
+    if _source_down(c):  # plain words for the visitor; the source's error is a staff warning
         what = "Camera" if cap.kind == "camera" else "Video source"
         message = f"{what} unavailable — reconnecting…"
-        if cap.last_error:
-            message += f"\n{cap.last_error}"
+    status = f"{cap.description or cap.kind} · {c.processing.stage}"
+    return {
+        "status": status if status_line else "",
+        "message": message,
+        "notice": _notice(c, config_problem),
+        "debug_lines": debug_lines(c) if c.debug else [],
+        "warnings": [_source_warning(c)] if _source_warning(c) else [],
+    }
+
+
+def _source_down(c: Counters) -> bool:
+    cap = c.capture
+    return cap.state == "reconnecting" or (cap.state == "starting" and c.duration_s > 1.0)
+
+
+def _source_warning(c: Counters) -> str:
+    """The source's error while it is down (a device path, a library's words), else ""."""
+    return f"source: {c.capture.last_error}" if _source_down(c) and c.capture.last_error else ""
+
+
+def _notice(c: Counters, config_problem: str) -> str:
+    """The staff notice: a config problem first, else the stage's; "stalled" or "slow" when
+    processing is."""
     notice = config_problem or c.processing.notice
     if c.processing.no_result_s:
         shown = "the camera without swaps" if c.active_mode == "live" else "the last frame"
@@ -474,13 +501,16 @@ def overlay_texts(c: Counters, config_problem: str, status_line: bool) -> dict[s
     elif c.processing.slow_frame_s:
         slow = f"processing slow ({slow_text(c.processing.slow_frame_s)} a frame)"
         notice = f"{notice} · {slow}" if notice else slow
-    status = f"{cap.description or cap.kind} · {c.processing.stage}"
-    return {
-        "status": status if status_line else "",
-        "message": message,
-        "notice": notice,
-        "debug_lines": debug_lines(c) if c.debug else [],
-    }
+    return notice
+
+
+def staff_warnings(c: Counters) -> list[str]:
+    """Every staff warning of the snapshot ``c``, one line each: the host's staff line, the
+    processing notice (kernel cache, GPU fallback, models missing, stalled, slow), the source's
+    error while it is down, the face photos skipped. The stats JSON's ``warnings`` (and the
+    metrics' ``warnings`` gauge) carry them; the visitor's screen shows only the staff marker."""
+    lines = [c.staff_problem, _notice(c, ""), _source_warning(c), *c.face_problems]
+    return list(dict.fromkeys(line for line in lines if line))
 
 
 class StatsFile:

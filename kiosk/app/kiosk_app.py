@@ -237,7 +237,11 @@ class KioskApp:
         ``detailed=False`` leaves out the latency percentiles (a sort of up to 4096 samples each),
         for frames that show no debug overlay and write no stats."""
         return self.reader.read(
-            self._clock() if now is None else now, detailed, self._t_start, self._t_start_unix
+            self._clock() if now is None else now,
+            detailed,
+            self._t_start,
+            self._t_start_unix,
+            self.staff_problem(),
         )
 
     # -- overlay ---------------------------------------------------------------------------

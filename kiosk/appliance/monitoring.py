@@ -272,6 +272,12 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
         len(stats["faces"]["problems"]),
     )
     t.one(
+        "warnings",
+        "gauge",
+        "Staff warnings waiting (the stats JSON's warnings list; the screen shows only a small marker).",
+        len(stats.get("warnings", ())),
+    )
+    t.one(
         "attract_mode",
         "gauge",
         "1 while the attract screen is shown (nobody in front of the camera).",

@@ -453,7 +453,11 @@ class ControlsConfig(_Section):
 
 class OverlayConfig(_Section):
     debug: bool = Field(False, description="Show the debug statistics overlay at start.")
-    status_line: bool = Field(True, description="Show the one-line status at the bottom of the screen.")
+    status_line: bool = Field(
+        False,
+        description="Show the one-line status (source, stage: technical words, a device path) at the "
+        "bottom of the screen, for a bench or staff screen (visitors should not read it).",
+    )
 
 
 class LoggingConfig(_Section):

@@ -1,4 +1,9 @@
-"""On-screen text: status line, notice, debug block and the big centred message.
+"""On-screen text: status line, notice, debug block, the staff marker and the big centred message.
+
+The notice and the staff warnings are staff text (file paths, commands, config keys): they are
+drawn only inside the debug block a staff key opens. While it is closed the visitor's screen
+shows, for any of them, only the staff marker: a small amber square (half the text size) in the
+top-left corner, below the banner (:func:`marker_rect`).
 
 Text is laid out in *logical* pixels, the upright screen the visitor sees (the framebuffer size
 with width and height swapped for a 90/270 display rotation), and rotated onto the framebuffer
@@ -27,6 +32,11 @@ NOTICE_RGBA: RGBA = (1.0, 0.8, 0.3, 1.0)
 NOTICE_LINES = 3
 DEBUG_RGBA: RGBA = (0.85, 1.0, 0.85, 1.0)
 WARNING_RGBA: RGBA = (1.0, 0.72, 0.35, 1.0)
+#: The staff marker: a warning is waiting for staff (the debug overlay shows it). Opaque orange,
+#: darker in green than the amber text (NOTICE_RGBA, WARNING_RGBA), so a screenshot tells them apart.
+MARKER_RGBA: RGBA = (1.0, 0.5, 0.0, 1.0)
+#: The staff marker's side is the base text size times this.
+MARKER_SCALE = 0.5
 BOX_RGBA: RGBA = (0.0, 0.0, 0.0, 0.62)
 
 #: Message text is this many times the base size.
@@ -43,12 +53,31 @@ class OverlayState:
     status: str = ""
     #: Big centred message, e.g. "Camera unavailable — reconnecting…"; may contain newlines.
     message: str = ""
-    #: Small line at the top (e.g. "Models missing: run kiosk models fetch").
+    #: Staff line (e.g. "Models missing: run kiosk models fetch"): drawn at the top with the debug
+    #: block open, else only the staff marker.
     notice: str = ""
     #: Debug statistics, one entry per line, drawn top-left when non-empty.
     debug_lines: list[str] = field(default_factory=list)
-    #: Staff warnings (face library problems, config errors), drawn in amber under the debug lines.
+    #: Staff warnings (face library problems, config errors), drawn in amber under the debug lines
+    #: with the debug block open, else only the staff marker.
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def staff_marker(self) -> bool:
+        """Whether the visitor's screen shows the staff marker: staff text waits, the debug block is closed."""
+        return not self.debug_lines and bool(self.notice or self.warnings)
+
+
+def marker_rect(
+    logical_size: tuple[int, int], text_scale: float, top_inset: float = 0.0
+) -> tuple[float, float, float, float]:
+    """The staff marker's (left, top, right, bottom) in logical pixels: a small square in the
+    top-left corner, below the banner (``top_inset``)."""
+    base_px, _ = text_sizes(logical_size, text_scale)
+    margin = round(base_px * 0.6)
+    side = max(4.0, round(base_px * MARKER_SCALE))
+    top = float(margin) if top_inset <= 0 else top_inset + margin / 2
+    return float(margin), top, margin + side, top + side
 
 
 def text_sizes(logical_size: tuple[int, int], text_scale: float) -> tuple[int, int]:
@@ -221,12 +250,14 @@ class TextOverlay:
             return bottom
 
         top = float(margin) if top_inset <= 0 else top_inset + margin / 2
-        if overlay.notice:
+        if overlay.staff_marker:  # staff text waits: the visitor sees a small square, no words
+            boxes.append(small.box(*marker_rect(logical_size, self._text_scale, top_inset), MARKER_RGBA))
+        elif overlay.notice and overlay.debug_lines:
             # Up to three lines: a notice ends with its fix ("— run: kiosk models fetch"), which a
             # one-line cut would drop on a small screen after a long model path.
             lines = small.wrap(overlay.notice, max_text_w, max_lines=NOTICE_LINES)
             top = block(lines, None, top, NOTICE_RGBA) + margin / 2
-        if overlay.debug_lines or overlay.warnings:
+        if overlay.debug_lines:  # the staff's debug block: its lines, then the warnings
             bottom_limit = height - 2 * (margin + m.line + 2 * m.pad_y)
             if bottom_inset > 0:
                 bottom_limit = min(bottom_limit, round(height - bottom_inset - margin / 2))

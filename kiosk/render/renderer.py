@@ -133,7 +133,7 @@ class Renderer:
         the bound framebuffer.
 
         ``booth``: carousel, banner, attract screen and badge (None: none of them); its warnings
-        join the debug block when the overlay has debug lines. ``now``: time.monotonic() for the
+        join the overlay's: listed in the debug block when it is open, else the staff marker. ``now``: time.monotonic() for the
         booth's animations (default: the clock now). ``keepsake``: the countdown, consent prompt
         or QR code of :mod:`kiosk.keepsake.flow` (None or idle: nothing).
         """
@@ -162,8 +162,9 @@ class Renderer:
                 time.monotonic() if now is None else now,
                 status_shown=bool(overlay.status),
             )
-            if booth.warnings and overlay.debug_lines and not overlay.warnings:
-                overlay = dataclasses.replace(overlay, warnings=list(booth.warnings))
+            extra = [w for w in booth.warnings if w not in overlay.warnings]
+            if extra:  # the debug block lists them; closed, the staff marker says they wait
+                overlay = dataclasses.replace(overlay, warnings=[*overlay.warnings, *extra])
         if keepsake is not None and keepsake.active:
             if self._keepsake is None:
                 self._keepsake = KeepsakeLayer(ctx, self._corners, self._overlay.atlas, self._text_scale)
