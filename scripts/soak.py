@@ -171,6 +171,8 @@ FAULT_KINDS = (
 )
 #: ``--window``: the kinds cycled by default (face keys are pressed all the time besides).
 WINDOW_FAULT_KINDS = (*FAULT_KINDS[:2], "faces_churn", *FAULT_KINDS[2:])
+#: ``--keepsakes``: the keepsake server's fault kinds, added to the cycle.
+KEEPSAKE_FAULT_KINDS = ("server_kill", "server_stop", "keepsake_dir_gone", "stray_signal")
 
 #: Kinds injected once per run: one hung call; the test-only swap_off.
 ONCE = ("hung_call", "swap_off")
@@ -189,6 +191,11 @@ ALLOWANCE_S = {
     "full_cache_disk": 2.0,  # the new photo's latent is not cached: the swap goes on
     # The picture renews once a slow frame (two faces x --slow-s); after it, the next frame
     "slow_stage": 3.0,
+    # --keepsakes: the keepsake server is a child process; the swap must not notice its faults
+    "server_kill": 2.0,  # kill -9 of the server child: restarted, the render loop goes on
+    "server_stop": 2.0,  # kill -STOP for a few seconds, then -CONT
+    "keepsake_dir_gone": 2.0,  # the keepsake folder removed: recreated at the next photo
+    "stray_signal": 2.0,  # SIGUSR1 / SIGHUP to the kiosk: it must keep running
 }
 
 #: Where the harness's synthetic booth shows its two "faces" (white squares the stand-in
@@ -249,8 +256,9 @@ logging: {{level: INFO}}
 TITLE = "faceswap-kiosk-soak"
 
 
-def booth_yaml(churn: int, enabled: bool = True) -> str:
-    return BOOTH_YAML.format(
+def booth_yaml(churn: int, enabled: bool = True, keepsake_port: int | None = None) -> str:
+    """The soak booth's YAML; ``keepsake_port`` (``--keepsakes``) turns keepsakes on, on loopback."""
+    text = BOOTH_YAML.format(
         churn=churn,
         w=SIZE[0],
         h=SIZE[1],
@@ -258,6 +266,30 @@ def booth_yaml(churn: int, enabled: bool = True) -> str:
         enabled=str(enabled).lower(),
         repeat=0.2 + 0.01 * (churn % 2),
     )
+    if keepsake_port is not None:
+        url = f"http://127.0.0.1:{keepsake_port}"
+        text += f'keepsake: {{enabled: true, listen: "127.0.0.1:{keepsake_port}", url_base: "{url}"}}\n'
+    return text
+
+
+def tokens_in_log(log_text: str, tokens: set[str]) -> list[str]:
+    """The keepsake tokens (read off QR codes) that the kiosk's log shows: must be none."""
+    return sorted(t for t in tokens if t and t in log_text)
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of ``pid`` (the keepsake server is the kiosk's child process)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            continue
+    return sorted(set(out))
 
 
 #: Face photos: a white square each (64 px on the detector's 64 px grid: one face per photo), in
