@@ -55,3 +55,69 @@ def test_child_pids_finds_a_child_process():
             subprocess.run(["kill", str(k)])
         parent.kill()
         parent.wait()
+
+
+def _kiosk_with_child() -> subprocess.Popen:
+    """A stand-in kiosk: ignores SIGHUP/SIGUSR1 (as the kiosk must) and has one child (the server)."""
+    code = (
+        "import signal, subprocess, sys, time\n"
+        "signal.signal(signal.SIGHUP, signal.SIG_IGN); signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "time.sleep(30)\n"
+    )
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def _wait_children(pid: int) -> list[int]:
+    import time
+
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        kids = soak.child_pids(pid)
+        if kids:
+            return kids
+        time.sleep(0.05)
+    return []
+
+
+def _state_becomes(pid: int, ok) -> bool:
+    import time
+
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        if ok(Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0]):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_keepsake_faults_hit_the_server_child_and_the_folder(tmp_path: Path):
+    kiosk = _kiosk_with_child()
+    try:
+        (server,) = _wait_children(kiosk.pid)
+        inj = soak.Injector(tmp_path, tmp_path / "faults.json", 10.0, 1.0, 0.0)
+        inj.kiosk_pid = kiosk.pid
+        inj.stop_s = 0.0
+        inj.inject("server_stop")
+        assert _state_becomes(server, lambda s: s == "T")  # stopped
+        inj.tick()  # resumed
+        assert _state_becomes(server, lambda s: s != "T")
+        inj.inject("stray_signal")
+        inj.inject("stray_signal")
+        (tmp_path / "keepsakes").mkdir()
+        inj.inject("keepsake_dir_gone")
+        assert not (tmp_path / "keepsakes").exists()
+        inj.inject("server_kill")
+        assert _state_becomes(server, lambda s: s == "Z")  # killed -9 (a zombie until the kiosk reaps it)
+        assert kiosk.poll() is None  # the kiosk itself took the stray signals and runs on
+        assert {w.kind for w in inj.windows} == {
+            "server_stop",
+            "stray_signal",
+            "keepsake_dir_gone",
+            "server_kill",
+        }
+    finally:
+        for k in soak.child_pids(kiosk.pid):
+            subprocess.run(["kill", "-9", str(k)])
+        kiosk.kill()
+        kiosk.wait()
