@@ -121,3 +121,39 @@ def test_keepsake_faults_hit_the_server_child_and_the_folder(tmp_path: Path):
             subprocess.run(["kill", "-9", str(k)])
         kiosk.kill()
         kiosk.wait()
+
+
+def test_visitor_reads_the_qr_and_fetches_the_photo_on_loopback(tmp_path: Path):
+    import http.server
+    import threading
+
+    import cv2
+    import numpy as np
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            ok = self.path == "/p/tokGOOD.jpg"
+            self.send_response(200 if ok else 404)
+            self.end_headers()
+            if ok:
+                self.wfile.write(b"\xff\xd8\xff\xe0 jpeg")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    try:
+        visitor = soak.Visitor(None, port, 20.0, soak.Injector(tmp_path, tmp_path / "f.json", 10, 1, 0))  # type: ignore[arg-type]
+        for token in ("tokGOOD", "tokGOOD", "tokGONE"):
+            qr = cv2.QRCodeEncoder.create().encode(f"http://127.0.0.1:{port}/p/{token}")
+            img = cv2.resize(qr, (qr.shape[1] * 8, qr.shape[0] * 8), interpolation=cv2.INTER_NEAREST)
+            img = cv2.copyMakeBorder(img, 40, 40, 40, 40, cv2.BORDER_CONSTANT, value=255)
+            visitor.see(cv2.cvtColor(img, cv2.COLOR_GRAY2BGR))
+        visitor.see(np.zeros((100, 100, 3), np.uint8))  # no QR code: nothing fetched
+        assert visitor.tokens == {"tokGOOD", "tokGONE"}
+        assert (visitor.fetched, visitor.refused) == (1, 1)  # each token fetched once
+    finally:
+        server.shutdown()
+        server.server_close()
