@@ -57,6 +57,23 @@ one more fault kind cycled:
   put back (half a period later), while the keys keep coming.
 
     .venv/bin/python scripts/soak.py --faults --window --minutes 30 --fault-every 10 --json w.json
+
+Keepsakes on (``--keepsakes``): the booth with ``keepsake.enabled: true`` on a free loopback port
+(``countdown_s`` 1, ``show_s`` 4); with ``--window`` the keepsake key (Enter) is pressed every
+``--keepsake-every`` seconds (each photo opens a ``keepsake_photo`` window: the still and its QR code
+are not the live swap), the QR code is read off the screenshots and the photo fetched as a phone
+would (``<url>.jpg`` on 127.0.0.1, 5 s timeout, once per token). Four kinds join the cycle:
+
+- ``server_kill``: ``kill -9`` of the keepsake server (the kiosk's child process);
+- ``server_stop``: ``kill -STOP`` of the server for 3 s, then ``-CONT``;
+- ``keepsake_dir_gone``: the booth's ``keepsakes`` folder removed;
+- ``stray_signal``: SIGUSR1, then SIGHUP next time, to the kiosk: it must keep running.
+
+The summary adds photos taken / fetched OK / refused, the kiosk's keepsake counts and
+``server_up`` from the stats JSON, and the tokens read from QR codes that the kiosk's log shows
+(any: exit 1).
+
+    .venv/bin/python scripts/soak.py --faults --window --keepsakes --minutes 30 --fault-every 10
 """
 
 from __future__ import annotations
