@@ -450,6 +450,7 @@ class Injector:
         self.cache_mounted = False  # the booth's cache folder is the harness's tmpfs (full_cache_disk)
         self.kiosk_pid: int | None = None  # --keepsakes: the kiosk, whose child is the keepsake server
         self.stop_s = 3.0  # server_stop: how long the server is kept stopped
+        self.keepsake_port: int | None = None  # --keepsakes: config churn keeps the keepsake section
 
     def _write_control(self) -> None:
         tmp = self.control.with_suffix(".tmp")
@@ -524,7 +525,7 @@ class Injector:
     def _config_churn(self) -> None:
         self._churn += 1
         path = self.folder / "kiosk.yaml"
-        text = booth_yaml(self._churn)
+        text = booth_yaml(self._churn, keepsake_port=self.keepsake_port)
         start = time.time()
         if self._churn % 2:
             path.write_text(text)  # a harmless change (controls.repeat_interval_s)
@@ -634,7 +635,9 @@ class Injector:
 
     def _swap_off(self) -> None:
         start = time.time()
-        (self.folder / "kiosk.yaml").write_text(booth_yaml(self._churn, enabled=False))
+        (self.folder / "kiosk.yaml").write_text(
+            booth_yaml(self._churn, enabled=False, keepsake_port=self.keepsake_port)
+        )
         self._window("swap_off", start, start)
 
     # -- the keepsake kinds (--keepsakes) -----------------------------------------------------
@@ -927,6 +930,7 @@ def run_faults(args: argparse.Namespace) -> int:
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     injector.kiosk_pid = proc.pid
+    injector.keepsake_port = port
     visitor = Visitor(keys, port, args.keepsake_every, injector) if keys is not None and port else None
     t0 = time.monotonic()
     next_sample, next_fault, cycle, finished = t0 + 2.0, None, 0, False

@@ -157,3 +157,15 @@ def test_visitor_reads_the_qr_and_fetches_the_photo_on_loopback(tmp_path: Path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_config_churn_keeps_keepsakes_on(tmp_path: Path):
+    (tmp_path / "kiosk.yaml").write_text(soak.booth_yaml(0, keepsake_port=18765))
+    inj = soak.Injector(tmp_path, tmp_path / "faults.json", 10.0, 1.0, 0.0)
+    inj.keepsake_port = 18765
+    for _ in range(2):  # the second churn writes half the YAML first, then completes it
+        inj.inject("config_churn")
+        for _, _, action in inj.pending:
+            action()
+        inj.pending = []
+        assert yaml.safe_load((tmp_path / "kiosk.yaml").read_text())["keepsake"]["enabled"] is True
