@@ -57,6 +57,23 @@ one more fault kind cycled:
   put back (half a period later), while the keys keep coming.
 
     .venv/bin/python scripts/soak.py --faults --window --minutes 30 --fault-every 10 --json w.json
+
+Keepsakes on (``--keepsakes``): the booth with ``keepsake.enabled: true`` on a free loopback port
+(``countdown_s`` 1, ``show_s`` 4); with ``--window`` the keepsake key (Enter) is pressed every
+``--keepsake-every`` seconds (each photo opens a ``keepsake_photo`` window: the still and its QR code
+are not the live swap), the QR code is read off the screenshots and the photo fetched as a phone
+would (``<url>.jpg`` on 127.0.0.1, 5 s timeout, once per token). Four kinds join the cycle:
+
+- ``server_kill``: ``kill -9`` of the keepsake server (the kiosk's child process);
+- ``server_stop``: ``kill -STOP`` of the server for 3 s, then ``-CONT``;
+- ``keepsake_dir_gone``: the booth's ``keepsakes`` folder removed;
+- ``stray_signal``: SIGUSR1, then SIGHUP next time, to the kiosk: it must keep running.
+
+The summary adds photos taken / fetched OK / refused, the kiosk's keepsake counts and
+``server_up`` from the stats JSON, and the tokens read from QR codes that the kiosk's log shows
+(any: exit 1).
+
+    .venv/bin/python scripts/soak.py --faults --window --keepsakes --minutes 30 --fault-every 10
 """
 
 from __future__ import annotations
@@ -171,6 +188,8 @@ FAULT_KINDS = (
 )
 #: ``--window``: the kinds cycled by default (face keys are pressed all the time besides).
 WINDOW_FAULT_KINDS = (*FAULT_KINDS[:2], "faces_churn", *FAULT_KINDS[2:])
+#: ``--keepsakes``: the keepsake server's fault kinds, added to the cycle.
+KEEPSAKE_FAULT_KINDS = ("server_kill", "server_stop", "keepsake_dir_gone", "stray_signal")
 
 #: Kinds injected once per run: one hung call; the test-only swap_off.
 ONCE = ("hung_call", "swap_off")
@@ -189,6 +208,13 @@ ALLOWANCE_S = {
     "full_cache_disk": 2.0,  # the new photo's latent is not cached: the swap goes on
     # The picture renews once a slow frame (two faces x --slow-s); after it, the next frame
     "slow_stage": 3.0,
+    # --keepsakes: the keepsake server is a child process; the swap must not notice its faults
+    "server_kill": 2.0,  # kill -9 of the server child: restarted, the render loop goes on
+    "server_stop": 2.0,  # kill -STOP for a few seconds, then -CONT
+    "keepsake_dir_gone": 2.0,  # the keepsake folder removed: recreated at the next photo
+    "stray_signal": 2.0,  # SIGUSR1 / SIGHUP to the kiosk: it must keep running
+    # a keepsake taken (--keepsakes --window): the countdown, then the frozen still and its QR code
+    "keepsake_photo": 3.0,
 }
 
 #: Where the harness's synthetic booth shows its two "faces" (white squares the stand-in
@@ -250,8 +276,9 @@ logging: {{level: INFO}}
 TITLE = "faceswap-kiosk-soak"
 
 
-def booth_yaml(churn: int, enabled: bool = True) -> str:
-    return BOOTH_YAML.format(
+def booth_yaml(churn: int, enabled: bool = True, keepsake_port: int | None = None) -> str:
+    """The soak booth's YAML; ``keepsake_port`` (``--keepsakes``) turns keepsakes on, on loopback."""
+    text = BOOTH_YAML.format(
         churn=churn,
         w=SIZE[0],
         h=SIZE[1],
@@ -259,6 +286,47 @@ def booth_yaml(churn: int, enabled: bool = True) -> str:
         enabled=str(enabled).lower(),
         repeat=0.2 + 0.01 * (churn % 2),
     )
+    if keepsake_port is not None:
+        url = f"http://127.0.0.1:{keepsake_port}"
+        text += (
+            f'keepsake: {{enabled: true, listen: "127.0.0.1:{keepsake_port}", url_base: "{url}", '
+            f"countdown_s: {KEEPSAKE_COUNTDOWN_S}, show_s: {KEEPSAKE_SHOW_S}}}\n"
+        )
+    return text
+
+
+#: --keepsakes: the booth's keepsake countdown and how long the still + QR code stay on screen.
+KEEPSAKE_COUNTDOWN_S = 1
+KEEPSAKE_SHOW_S = 4.0
+
+
+def tokens_in_log(log_text: str, tokens: set[str]) -> list[str]:
+    """The keepsake tokens (read off QR codes) that the kiosk's log shows: must be none."""
+    return sorted(t for t in tokens if t and t in log_text)
+
+
+def free_loopback_port() -> int:
+    """A free TCP port on 127.0.0.1 for the soak booth's keepsake server."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of ``pid`` (the keepsake server is the kiosk's child process)."""
+    out: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+        except OSError:
+            continue
+    return sorted(set(out))
 
 
 #: Face photos: a white square each (64 px on the detector's 64 px grid: one face per photo), in
@@ -381,6 +449,9 @@ class Injector:
         self._churn = 0
         self._bad_photo = 0
         self.cache_mounted = False  # the booth's cache folder is the harness's tmpfs (full_cache_disk)
+        self.kiosk_pid: int | None = None  # --keepsakes: the kiosk, whose child is the keepsake server
+        self.stop_s = 3.0  # server_stop: how long the server is kept stopped
+        self.keepsake_port: int | None = None  # --keepsakes: config churn keeps the keepsake section
 
     def _write_control(self) -> None:
         tmp = self.control.with_suffix(".tmp")
@@ -455,7 +526,7 @@ class Injector:
     def _config_churn(self) -> None:
         self._churn += 1
         path = self.folder / "kiosk.yaml"
-        text = booth_yaml(self._churn)
+        text = booth_yaml(self._churn, keepsake_port=self.keepsake_port)
         start = time.time()
         if self._churn % 2:
             path.write_text(text)  # a harmless change (controls.repeat_interval_s)
@@ -565,8 +636,56 @@ class Injector:
 
     def _swap_off(self) -> None:
         start = time.time()
-        (self.folder / "kiosk.yaml").write_text(booth_yaml(self._churn, enabled=False))
+        (self.folder / "kiosk.yaml").write_text(
+            booth_yaml(self._churn, enabled=False, keepsake_port=self.keepsake_port)
+        )
         self._window("swap_off", start, start)
+
+    # -- the keepsake kinds (--keepsakes) -----------------------------------------------------
+
+    def _server(self) -> int | None:
+        kids = child_pids(self.kiosk_pid) if self.kiosk_pid else []
+        return kids[0] if kids else None
+
+    def _server_kill(self) -> None:
+        start, pid = time.time(), self._server()
+        if pid is not None:
+            _signal(pid, signal.SIGKILL)
+        self._window("server_kill", start, start)
+
+    def _server_stop(self) -> None:
+        start, pid = time.time(), self._server()
+        if pid is None:
+            self._window("server_stop", start, start)
+            return
+        _signal(pid, signal.SIGSTOP)
+
+        def resume() -> None:
+            _signal(pid, signal.SIGCONT)
+            self._window("server_stop", start, time.time())
+
+        self._later(self.stop_s, "server_stop resumed", resume)
+
+    def _keepsake_dir_gone(self) -> None:
+        import shutil
+
+        start = time.time()
+        shutil.rmtree(self.folder / "keepsakes", ignore_errors=True)
+        self._window("keepsake_dir_gone", start, start)
+
+    def _stray_signal(self) -> None:
+        start = time.time()
+        if self.kiosk_pid:
+            sig = signal.SIGUSR1 if self.counts["stray_signal"] % 2 else signal.SIGHUP
+            _signal(self.kiosk_pid, sig)
+        self._window("stray_signal", start, start)
+
+
+def _signal(pid: int, sig: int) -> None:
+    import contextlib
+
+    with contextlib.suppress(OSError):  # already gone
+        os.kill(pid, sig)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
@@ -628,6 +747,60 @@ class KeyPresser:
             except (subprocess.SubprocessError, OSError):
                 self.failures += 1
                 wid = ""  # reopened (display change) or gone: look it up again
+
+
+class Visitor:
+    """``--keepsakes --window``: presses the keepsake key (Enter) every ``every_s`` seconds, reads the
+    QR code off the screenshots, and fetches the photo as a phone would (loopback only, 5 s each)."""
+
+    def __init__(self, keys: KeyPresser, port: int, every_s: float, injector: Injector) -> None:
+        self.keys, self.port, self.every_s, self.injector = keys, port, every_s, injector
+        self.taken = self.fetched = self.refused = 0
+        self.tokens: set[str] = set()
+        self._next = time.monotonic() + every_s
+
+    def tick(self) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.every_s
+        window = self.keys._window()
+        if not window:
+            return
+        r = subprocess.run(
+            [self.keys.xdotool, "key", "--window", window, "Return"],
+            env=self.keys.env, capture_output=True, timeout=10, check=False,
+        )  # fmt: skip
+        if r.returncode == 0:
+            self.taken += 1
+            start = time.time()
+            self.injector._window("keepsake_photo", start, start + KEEPSAKE_COUNTDOWN_S + KEEPSAKE_SHOW_S)
+
+    def see(self, img: Any) -> None:
+        import cv2
+
+        text, _, _ = cv2.QRCodeDetector().detectAndDecode(img)
+        prefix = f"http://127.0.0.1:{self.port}/"
+        if not text or not text.startswith(prefix):
+            return
+        token = text.rsplit("/", 1)[1]
+        if token in self.tokens:
+            return
+        self.tokens.add(token)
+        self.fetch(text)
+
+    def fetch(self, url: str) -> None:
+        import urllib.error
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(url + ".jpg", timeout=5) as resp:  # noqa: S310 (loopback)
+                ok = resp.status == 200 and resp.read(4)[:2] == b"\xff\xd8"
+        except (urllib.error.URLError, OSError, ValueError):
+            ok = False
+        if ok:
+            self.fetched += 1
+        else:
+            self.refused += 1
 
 
 def start_xvfb() -> tuple[subprocess.Popen[bytes], str]:
@@ -699,7 +872,10 @@ def run_faults(args: argparse.Namespace) -> int:
 
     import cv2
 
-    fault_kinds = args.fault_kinds or ",".join(WINDOW_FAULT_KINDS if args.window else FAULT_KINDS)
+    default_kinds = WINDOW_FAULT_KINDS if args.window else FAULT_KINDS
+    if args.keepsakes:
+        default_kinds = (*default_kinds[:-1], *KEEPSAKE_FAULT_KINDS, default_kinds[-1])  # hung_call last
+    fault_kinds = args.fault_kinds or ",".join(default_kinds)
     kinds = [k for k in fault_kinds.split(",") if k] if fault_kinds != "none" else []
     unknown = sorted(set(kinds) - set(ALLOWANCE_S))
     if unknown:
@@ -709,7 +885,9 @@ def run_faults(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kiosk-soak-faults-"))
     booth = tmp / "booth"
     booth.mkdir()
-    config = make_booth(booth, WINDOW_PHOTOS if args.window else ("ann",))
+    port = free_loopback_port() if args.keepsakes else None
+    yaml_text = booth_yaml(0, keepsake_port=port) if port is not None else None
+    config = make_booth(booth, WINDOW_PHOTOS if args.window else ("ann",), yaml=yaml_text)
     inject_dir = tmp / "inject"
     inject_dir.mkdir()
     shutil.copy(ROOT / "scripts" / "soak_inject.py", inject_dir / "sitecustomize.py")
@@ -752,6 +930,9 @@ def run_faults(args: argparse.Namespace) -> int:
     last_mtime: int | None = None
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    injector.kiosk_pid = proc.pid
+    injector.keepsake_port = port
+    visitor = Visitor(keys, port, args.keepsake_every, injector) if keys is not None and port else None
     t0 = time.monotonic()
     next_sample, next_fault, cycle, finished = t0 + 2.0, None, 0, False
     try:
@@ -767,10 +948,14 @@ def run_faults(args: argparse.Namespace) -> int:
                     last_mtime = st.st_mtime_ns
                     tinted, counter = classify_shot(img)
                     shots.append((st.st_mtime_ns / 1e9, tinted, counter))
+                    if visitor is not None and not tinted:
+                        visitor.see(img)  # a still with its QR code is not the live swap
             if next_fault is None and kinds and args.fault_every > 0 and any(on for _, on, _ in shots):
                 next_fault = now + args.fault_every  # faults start once the swap is on screen
             if keys is not None and not keys.started and any(on for _, on, _ in shots):
                 keys.start()  # so do the face keys
+            if visitor is not None and keys is not None and keys.started and not finished:
+                visitor.tick()
             if not finished and next_fault is not None and now >= next_fault and now - t0 < seconds - 3:
                 todo = [k for k in kinds if not (k in ONCE and injector.counts.get(k))]
                 if todo:
@@ -856,6 +1041,20 @@ def run_faults(args: argparse.Namespace) -> int:
         "face_key_presses": keys.presses if keys is not None else 0,
         "face_key_failures": keys.failures if keys is not None else 0,
     }
+    if args.keepsakes:
+        ks = final.get("keepsakes", {}) if isinstance(final.get("keepsakes"), dict) else {}
+        report["keepsakes"] = {
+            "kiosk_taken": ks.get("taken"),
+            "kiosk_refused": ks.get("refused"),
+            "server_up": ks.get("server_up"),
+            "photos_taken": visitor.taken if visitor else 0,
+            "photos_fetched_ok": visitor.fetched if visitor else 0,
+            "photos_refused": visitor.refused if visitor else 0,
+            "tokens_seen": len(visitor.tokens) if visitor else 0,
+            "tokens_in_log": tokens_in_log(
+                log_path.read_text(errors="replace"), visitor.tokens if visitor else set()
+            ),
+        }
     rows = [
         ("duration", f"{report['duration_s']} s", "crashes", str(report["crashes"])),
         ("RSS start", f"{_fmt(report['rss_start_mb'])} MB", "RSS end", f"{_fmt(report['rss_end_mb'])} MB"),
@@ -873,7 +1072,16 @@ def run_faults(args: argparse.Namespace) -> int:
     if keys is not None:
         print(f"  face keys pressed into the window: {keys.presses} ({keys.failures} bursts failed)")
     print(f"  swap share inside the outage windows, by kind: {share.get('share_in_outages_by_kind', {})}")
+    if "keepsakes" in report:
+        k = report["keepsakes"]
+        print(
+            f"  keepsakes: photos taken {k['photos_taken']}, fetched OK {k['photos_fetched_ok']}, refused "
+            f"{k['photos_refused']}; server up {k['server_up']}; tokens in the kiosk log "
+            f"{len(k['tokens_in_log'])} of {k['tokens_seen']} seen"
+        )
     failures = []
+    if report.get("keepsakes", {}).get("tokens_in_log"):
+        failures.append(f"{len(report['keepsakes']['tokens_in_log'])} keepsake token(s) in the kiosk log")
     if crashed:
         failures.append(f"kiosk exited with {rc} after {elapsed:.0f} s of {seconds:.0f} s (log {log_path})")
     if report["rss_slope_mb_per_h"] > args.max_slope_mb_h:
@@ -942,6 +1150,18 @@ def main(argv: list[str] | None = None) -> int:
         "--window",
         action="store_true",
         help="a real glfw window (not --headless) with face keys pressed by xdotool; faces_churn cycled too",
+    )
+    faults.add_argument(
+        "--keepsakes",
+        action="store_true",
+        help="keepsakes on (loopback port); adds the kinds server_kill, server_stop, keepsake_dir_gone, stray_signal",
+    )
+    faults.add_argument(
+        "--keepsake-every",
+        type=float,
+        default=20.0,
+        metavar="S",
+        help="--keepsakes --window: seconds between photos",
     )
     faults.add_argument("--display", help="--window: the X display (default: a private Xvfb, else $DISPLAY)")
     faults.add_argument(
