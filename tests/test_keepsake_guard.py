@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from net_helpers import free_port
+from net_helpers import free_port, raw_request
 
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.guard import ConnectionLimits
@@ -48,21 +48,8 @@ def _connect(port: int, source: str) -> socket.socket:
 
 def _fetch(port: int, token: str, source: str, timeout_s: float = 5.0) -> bytes:
     """A phone's GET from ``source``: the answer's bytes, b"" when the server closed it unanswered."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s, source_address=(source, 0)) as s:
-        try:
-            s.sendall(f"GET /p/{token}.jpg HTTP/1.1\r\nHost: k\r\nConnection: close\r\n\r\n".encode())
-        except (ConnectionResetError, BrokenPipeError):
-            return b""
-        out = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, TimeoutError):
-                break
-            if not chunk:
-                break
-            out += chunk
-    return out
+    request = f"GET /p/{token}.jpg HTTP/1.1\r\nHost: k\r\nConnection: close\r\n\r\n".encode()
+    return raw_request(port, request, source, timeout_s)
 
 
 def _closed_within(sock: socket.socket, timeout_s: float) -> bool:

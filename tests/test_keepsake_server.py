@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from net_helpers import free_port
+from net_helpers import free_port, raw_request
 
 from kiosk.config import KeepsakeConfig
 from kiosk.keepsake.server import CSP, KeepsakeServer, RateLimiter, client_key, url_base_of
@@ -171,18 +171,7 @@ def test_only_get_and_head(server: KeepsakeServer, store: KeepsakeStore, method:
 
 
 def _raw(port: int, data: bytes, source: str = "127.0.0.1") -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0)) as s:
-        s.sendall(data)
-        out = b""
-        while True:
-            try:
-                chunk = s.recv(65536)
-            except (ConnectionResetError, TimeoutError):
-                break
-            if not chunk:
-                break
-            out += chunk
-    return out
+    return raw_request(port, data, source)
 
 
 def test_oversized_requests_are_refused(server: KeepsakeServer, store: KeepsakeStore) -> None:
