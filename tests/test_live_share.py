@@ -161,7 +161,8 @@ class Screenshots:
 
 def judge(c: Clip, rgb: np.ndarray) -> tuple[int, int, float]:
     """(faces swapped, faces, share of magenta pixels away from every face) on one screenshot."""
-    i = decode(float(rgb[:BLOCK, :BLOCK].mean())) % len(c.frames)
+    # the median: the staff marker (a warning waits, e.g. "processing slow") covers the block's corner
+    i = decode(float(np.median(rgb[:BLOCK, :BLOCK].mean(axis=2)))) % len(c.frames)
     magenta = (rgb[..., 0] > 180) & (rgb[..., 2] > 180) & (rgb[..., 1] < 90)
     near = np.zeros(magenta.shape, bool)
     on = 0
