@@ -328,3 +328,69 @@ def test_age_limit_follows_the_arrival_age_and_the_result_interval() -> None:
     age.arrived(1.0, 1.5)  # 0.5 s old, 0.5 s after the first
     assert age.seconds() == max(AGE_MIN_S, 0.75 + AGE_PERIODS * 0.5)
     assert AgeLimit(1.5).seconds() == 1.5
+
+
+def test_a_result_older_than_150_frames_is_still_carried_onto_the_current_frame() -> None:
+    """A stage at 0.25 results a second hands results in ~4 s old: 240 frames at 60 fps, past the
+    old fixed ring of 150 frames (then: ``gap``, the real face). The ring is sized by time and by
+    the arrival age, so the result is brought forward to now and lands on the face."""
+    fps, n0, late = 60.0, 10, 250
+    base = texture(480, 640, 5)
+    # gentle camera motion: a sway of 12 px and 6 px over 2 s, sub-pixel (the clip tools are slower)
+    shift = [
+        np.array([12 * np.sin(np.pi * i / fps), 6 * np.sin(0.5 * np.pi * i / fps)]) for i in range(late + 12)
+    ]
+    frames = [cv2.warpAffine(base, np.array([[1.0, 0, d[0]], [0, 1.0, d[1]]]), (640, 480)) for d in shift]
+    tracker = LiveTracker()
+    for i in range(late + 1):
+        tracker.update(frames[i], i, i / fps)
+    face = LiveFace(np.zeros((8, 8, 3), np.uint8), np.eye(2, 3), KPS + shift[n0].astype(np.float32), BOX)
+    tracker.submit(LiveAnchor(n0, n0 / fps, (face,)))
+    for i in range(late + 1, late + 12):
+        tracker.update(frames[i], i, i / fps)
+    assert tracker.counts.dropped == dict.fromkeys(("track", "fast", "old", "gap"), 0), tracker.counts.dropped
+    (kps,) = tracker.carried_kps()
+    assert kps is not None
+    assert float(np.abs(kps - (KPS + shift[late + 11])).max()) < 1.0
+    assert tracker.stats()["ring_frames"] == late + 12  # it keeps 1.5 × 4 + 1 s now: all of them
+
+
+def test_the_ring_is_sized_by_the_arrival_age_within_its_memory_budget() -> None:
+    flat = np.full((480, 640, 3), 128, np.uint8)  # 320 × 240 grey: 75 KiB a frame
+    small = LiveTracker(LiveOptions(ring_mb=1.0))
+    for i in range(40):
+        small.update(flat, i, i / 30)
+    s = small.stats()
+    assert s["ring_frames"] == 2**20 // (320 * 240) and s["ring_mb"] <= s["ring_budget_mb"] == 1.0, s
+
+    tracker = LiveTracker()  # the default budget, 64 MB
+    face = LiveFace(np.zeros((8, 8, 3), np.uint8), np.eye(2, 3), KPS, BOX)
+    for i in range(400):
+        tracker.update(flat, i, i / 30)
+    assert tracker.stats()["ring_frames"] == 400  # before any result its age is unknown: the budget
+    tracker.submit(LiveAnchor(385, 385 / 30, (face,)))  # arrives 0.5 s old: the ring keeps 5 s
+    for i in range(400, 420):
+        tracker.update(flat, i, i / 30)
+    assert 150 <= tracker.stats()["ring_frames"] <= 153, tracker.stats()
+    tracker.submit(LiveAnchor(300, 300 / 30, (face,)))  # 4 s old: then 1.5 × 4 + 1 = 7 s
+    for i in range(420, 800):
+        tracker.update(flat, i, i / 30)
+    s = tracker.stats()
+    assert 210 <= s["ring_frames"] <= 213 and 6.9 <= s["ring_s"] <= 7.2, s
+    assert s["ring_mb"] <= s["ring_budget_mb"] == 64.0
+
+
+def test_drops_to_the_real_face_are_counted_per_cause() -> None:
+    stats = LiveTracker().stats()
+    assert stats["faces_dropped_to_real"] == {"track": 0, "fast": 0, "old": 0, "gap": 0, "total": 0}
+    assert stats["faces_real_frames_by_reason"] == {"track": 0, "fast": 0, "old": 0, "gap": 0}
+    assert {"ring_frames", "ring_s", "ring_mb", "ring_budget_mb"} <= stats.keys()
+
+
+def test_display_live_ring_mb_reaches_the_tracker() -> None:
+    from kiosk.app.wiring import live_options
+    from kiosk.config.schema import DisplayConfig
+
+    opts = live_options(DisplayConfig(mode="live", live_ring_mb=8))
+    assert opts is not None and opts.ring_mb == 8.0
+    assert LiveTracker(opts).stats()["ring_budget_mb"] == 8.0

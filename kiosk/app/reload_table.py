@@ -47,7 +47,7 @@ RELOAD_TABLE: dict[str, frozenset[Part]] = {
     # loop shows the newest camera frame; auto: the tracker runs too and the loop picks synced or
     # live per frame (kiosk/display_mode.py)
     **_rows("display", "mode", C, S, P),
-    **_rows("display", "live_max_age_s live_track_px", C),
+    **_rows("display", "live_max_age_s live_track_px live_ring_mb", C),
     **_rows("processing", "enabled det_size det_threshold max_faces enhance_blend swap_resolution", S),
     **_rows("processing", "tracking detect_every roi_det_size smoothing_min_cutoff smoothing_beta", S),
     **_rows("processing", "hold_frames face_policy color_correction color_strength pipelined assign", S),

@@ -68,7 +68,9 @@ def default_processor_factory(
 def live_options(d: DisplayConfig) -> LiveOptions | None:
     """The live feed's options when it runs (display.mode live, or auto, which may switch to it any
     time), else None."""
-    return LiveOptions(d.live_track_px, d.live_max_age_s) if d.mode in ("live", "auto") else None
+    return (
+        LiveOptions(d.live_track_px, d.live_max_age_s, d.live_ring_mb) if d.mode in ("live", "auto") else None
+    )
 
 
 @dataclass(frozen=True)

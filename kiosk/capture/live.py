@@ -6,7 +6,8 @@ cost. The inference thread publishes each result's swapped crops as an immutable
 light keypoint tracker (:class:`LiveTracker`) on every frame it reads and carries each face's
 frame→crop affine from frame N to the newest frame M:
 
-- every frame is reduced to a small grey image (``live_track_px`` wide) kept in a short ring;
+- every frame is reduced to a small grey image (``live_track_px`` wide) kept in a ring sized by
+  time (the measured result arrival age plus margin) within ``live_ring_mb``;
 - a new anchor's faces get points to track: the five keypoints plus corners found inside the
   face's box; they are brought forward from frame N through the ring (pyramidal Lucas–Kanade,
   ``cv2.calcOpticalFlowPyrLK``, two frames a step) to M, then follow each new frame;
@@ -53,15 +54,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.capture.geometry import apply_affine, compose, invert
-from kiosk.capture.live_points import FrameRing, Track, step
+from kiosk.capture.live_points import RING_MB, FrameRing, Track, prune_history, step
 from kiosk.capture.live_stats import AgeLimit, LiveCounts
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5, SwappedFace, SwapResult
 
 #: A face a newer result did not list (a missed detection) keeps its crop on its track for this
 #: many results, as long as the track is trusted.
 KEEP_MISSED_RESULTS = 2
-#: A new result is brought forward this many frames per Lucas–Kanade step.
+#: A new result is brought forward this many frames per Lucas–Kanade step, or more when it
+#: arrives so old that this would take more than :data:`CATCH_UP_STEPS` steps (a result 4 s old
+#: at 30 fps took 60 steps, ~190 ms of the capture thread on a loaded CPU: a visible stall).
 CATCH_UP_STRIDE = 2
+CATCH_UP_STEPS = 30
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,8 @@ class LiveOptions:
     #: A fixed age limit (s); 0: automatic, :data:`~kiosk.capture.live_stats.AGE_PERIODS` measured
     #: result periods.
     max_age_s: float = 0.0
+    #: Most megabytes of grey images the frame ring holds (``display.live_ring_mb``).
+    ring_mb: float = RING_MB
 
 
 @dataclass(eq=False)
@@ -169,7 +175,7 @@ class LiveTracker:
 
     def __init__(self, opts: LiveOptions | None = None) -> None:
         self.opts = opts or LiveOptions()
-        self._ring = FrameRing(self.opts.track_px)
+        self._ring = FrameRing(self.opts.track_px, self.opts.ring_mb)
         self._age = AgeLimit(self.opts.max_age_s)
         self._pending: LiveAnchor | None = None
         self._tracks: list[Track] = []
@@ -197,7 +203,7 @@ class LiveTracker:
 
     def update(self, frame_bgr: FrameBGR, seq: int, t_capture: float) -> None:
         t0 = time.perf_counter()
-        grey, prev, gap = self._ring.add(frame_bgr, seq)
+        grey, prev, gap = self._ring.add(frame_bgr, seq, t_capture)
         if gap:  # frames are not consecutive (reconnect, restart): nothing carries over
             for tr in self._tracks:
                 tr.lost = tr.lost or "gap"
@@ -208,6 +214,8 @@ class LiveTracker:
             for tr in self._tracks:
                 if tr.needs_points():
                     tr.reseed(grey, force=True)
+        for tr in self._tracks:
+            prune_history(tr.history, self._ring.oldest)
         self._t_now = t_capture
         pending, self._pending = self._pending, None
         if pending is not None:
@@ -219,6 +227,7 @@ class LiveTracker:
         self._measure_carry_error(anchor)
         if anchor.swapping and anchor.faces:
             self._age.arrived(anchor.t_capture, self._t_now)
+            self._ring.keep_for(self._age.oldest_arrival_s())
         previous = [*self._carried, *self._kept]
         self.anchor = anchor
         self.counts.anchors_seen += 1
@@ -300,9 +309,13 @@ class LiveTracker:
             tracks.append(tr)
         n = len(frames)
         # A few frames per step, but every one of the last two (where the next result will look).
-        steps = sorted(set(range(0, n - 2, CATCH_UP_STRIDE)) | {max(n - 2, 0), n - 1})
+        stride = max(CATCH_UP_STRIDE, -(-(n - 2) // CATCH_UP_STEPS))
+        steps = sorted(set(range(0, n - 2, stride)) | {max(n - 2, 0), n - 1})
         for a, b in zip(steps, steps[1:], strict=False):
             step(tracks, frames[a][1], frames[b][1], frames[b][0], self._ring.full, frames=b - a)
+            for tr in tracks:  # seconds of frames: points die on the way as they do live
+                if tr.needs_points():
+                    tr.reseed(frames[b][1], force=True)
         self.counts.catch_up_ms.add((time.perf_counter() - t0) * 1e3)
 
     def _finish(self, t_capture: float) -> None:
@@ -377,5 +390,13 @@ class LiveTracker:
             out.append(SwappedFace(f.crop_bgr, compose(f.affine, invert(t)), Face(box, 1.0, kps), f.alpha))
 
     def stats(self) -> dict[str, object]:
-        """The counters and timings (:meth:`LiveCounts.stats`) with the current age limit."""
-        return self.counts.stats(self.age_limit_s())
+        """The counters and timings (:meth:`LiveCounts.stats`) with the current age limit and the
+        frame ring's size (frames, seconds, megabytes of its budget)."""
+        ring = self._ring
+        return {
+            **self.counts.stats(self.age_limit_s()),
+            "ring_frames": ring.frames,
+            "ring_s": round(ring.seconds(), 2),
+            "ring_mb": round(ring.nbytes / 2**20, 2),
+            "ring_budget_mb": round(ring.budget_bytes / 2**20, 2),
+        }

@@ -2,7 +2,8 @@
 
 This module owns the optical flow, nothing about results:
 
-- :class:`FrameRing`: the recent camera frames as small grey images (``live_track_px`` wide), and
+- :class:`FrameRing`: the recent camera frames as small grey images (``live_track_px`` wide), as
+  many seconds as results arrive old (plus margin) within ``live_ring_mb``, and
   the conversion between their pixels and full-frame pixels;
 - :class:`Track`: one face's points (the five keypoints plus corners found inside its box), where
   they started and where they are now, and the similarity fitted from one to the other;
@@ -43,9 +44,16 @@ MIN_POINT_SHARE = 0.35
 MAX_CORNERS = 24
 #: Per-frame motion above this share of the face's size is too fast to trust (motion blur).
 MAX_STEP_FRAC = 0.25
-#: Frames of grey images kept to bring a new result forward (5 s at 30 fps: a result of a stage
-#: at one result a second arrives about a second old, two with ``processing.pipelined``).
-RING_FRAMES = 150
+#: The ring of grey images kept to bring a new result forward is sized by time: at least
+#: :data:`RING_MIN_S`, or :data:`RING_MARGIN` × the oldest of the last results' arrival ages plus
+#: :data:`RING_PAD_S` (a stage at 0.25 results a second hands results in four seconds old, eight
+#: with ``processing.pipelined``), in frames at the measured camera rate; capped by the memory
+#: budget ``display.live_ring_mb`` (:data:`RING_MB`). Before the first result (its age is
+#: unknown) the ring fills up to the budget.
+RING_MIN_S = 5.0
+RING_MARGIN = 1.5
+RING_PAD_S = 1.0
+RING_MB = 64.0
 #: A track whose live points fall below this share of the points it had tops them up with
 #: corners found where the face is now (points die over the frames between two slow results).
 RESEED_SHARE = 0.6
@@ -55,15 +63,51 @@ ToFull = Callable[[NDArray[np.float64]], NDArray[np.float64]]
 
 
 class FrameRing:
-    """The last :data:`RING_FRAMES` frames as small grey images, with their sequence numbers.
+    """The recent frames as small grey images, with their sequence numbers: as many as
+    :attr:`keep_s` seconds at the measured camera rate, never more than ``budget_mb`` of images.
 
     The scale between the small images and the camera frames is the newest frame's (a resolution
     change is a gap: the ring starts afresh)."""
 
-    def __init__(self, track_px: int) -> None:
+    def __init__(self, track_px: int, budget_mb: float = RING_MB) -> None:
         self.track_px = track_px
-        self._frames: deque[tuple[int, NDArray[np.uint8]]] = deque(maxlen=RING_FRAMES)
+        self.budget_bytes = int(budget_mb * 2**20)
+        #: Seconds of frames to keep (:meth:`keep_for`); infinite until a result's age is known.
+        self.keep_s = float("inf")
+        self._frames: deque[tuple[int, NDArray[np.uint8]]] = deque()
+        self._intervals: deque[float] = deque(maxlen=32)
+        self._t_last = 0.0
         self._scale = (1.0, 1.0)
+
+    def keep_for(self, arrival_s: float) -> None:
+        """Size the ring for results that arrive as much as ``arrival_s`` old."""
+        self.keep_s = max(RING_MIN_S, RING_MARGIN * arrival_s + RING_PAD_S)
+
+    @property
+    def frames(self) -> int:
+        return len(self._frames)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of grey images held (the ring's memory; its bookkeeping is a few bytes a frame)."""
+        return sum(g.nbytes for _, g in self._frames)
+
+    @property
+    def oldest(self) -> int:
+        """Sequence number of the oldest frame held (-1 when empty)."""
+        return self._frames[0][0] if self._frames else -1
+
+    def seconds(self) -> float:
+        """The time the ring spans at the measured camera rate (0 before two frames)."""
+        return len(self._frames) * float(np.median(self._intervals)) if self._intervals else 0.0
+
+    def _limit(self, frame_bytes: int) -> int:
+        """Frames to hold: :attr:`keep_s` at the measured rate, within the budget (at least two)."""
+        cap = max(2, self.budget_bytes // max(frame_bytes, 1))
+        if self.keep_s == float("inf") or not self._intervals:
+            return cap
+        dt = max(float(np.median(self._intervals)), 1e-3)
+        return max(2, min(cap, int(np.ceil(self.keep_s / dt)) + 2))
 
     def to_small(self) -> NDArray[np.float64]:
         """The affine from full-frame pixels to small-image pixels."""
@@ -85,23 +129,41 @@ class FrameRing:
         small = cv2.resize(frame_bgr, (sw, sh), interpolation=cv2.INTER_AREA)
         return np.asarray(cv2.cvtColor(small, cv2.COLOR_BGR2GRAY), np.uint8)
 
-    def add(self, frame_bgr: FrameBGR, seq: int) -> tuple[NDArray[np.uint8], NDArray[np.uint8] | None, bool]:
-        """Reduce and keep frame ``seq``. Returns its grey image, the previous one (None at the start
-        and after a gap) and whether the frames stopped being consecutive (reconnect, restart, new
-        resolution): then the ring held before is dropped, nothing carries over."""
+    def add(
+        self, frame_bgr: FrameBGR, seq: int, t_capture: float = 0.0
+    ) -> tuple[NDArray[np.uint8], NDArray[np.uint8] | None, bool]:
+        """Reduce and keep frame ``seq`` (captured at ``t_capture``). Returns its grey image, the
+        previous one (None at the start and after a gap) and whether the frames stopped being
+        consecutive (reconnect, restart, new resolution): then the ring held before is dropped,
+        nothing carries over."""
         grey = self._grey(frame_bgr)
         ring = self._frames
         gap = bool(ring) and (seq != ring[-1][0] + 1 or ring[-1][1].shape != grey.shape)
         if gap:
             ring.clear()
+        elif ring and t_capture > self._t_last:
+            self._intervals.append(t_capture - self._t_last)
+        self._t_last = t_capture
         prev = ring[-1][1] if ring else None
         ring.append((seq, grey))
+        limit = self._limit(grey.nbytes)
+        while len(ring) > limit:
+            ring.popleft()
         return grey, prev, gap
 
     def since(self, seq: int) -> list[tuple[int, NDArray[np.uint8]]] | None:
         """Frames ``seq`` to the newest; None if ``seq`` is older than the ring (or before a gap)."""
-        index = next((i for i, (q, _) in enumerate(self._frames) if q == seq), None)
-        return None if index is None else list(self._frames)[index:]
+        index = seq - self.oldest  # the frames held are consecutive
+        if not self._frames or not 0 <= index < len(self._frames):
+            return None
+        return list(self._frames)[index:]
+
+
+def prune_history(history: dict[int, NDArray[np.float64]], oldest: int) -> None:
+    """Forget a track's fits for frames older than ``oldest`` (the ring's oldest frame); they are
+    kept in frame order."""
+    while history and next(iter(history)) < oldest:
+        del history[next(iter(history))]
 
 
 def corners(grey: NDArray[np.uint8], box: NDArray[np.float64], size: float) -> NDArray[np.float32]:
@@ -246,4 +308,3 @@ def step(
         tr.fit(float(np.median(dist)) / frames if dist.size else 0.0)
         if not tr.lost:
             tr.history[seq] = to_full(tr.c_small)
-            tr.history.pop(seq - RING_FRAMES, None)

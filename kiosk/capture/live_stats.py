@@ -51,6 +51,10 @@ class AgeLimit:
             self._interval_s.append(max(now - self._t_last, 0.0))
         self._t_last = now
 
+    def oldest_arrival_s(self) -> float:
+        """The oldest age any of the last :data:`AGE_WINDOW` results arrived with (0 before one)."""
+        return max(self._arrival_s, default=0.0)
+
     def seconds(self) -> float:
         """``max_age_s`` when set, else the age results arrive with plus :data:`AGE_PERIODS` result
         periods (medians), at least :data:`AGE_MIN_S`; infinite before the first result."""

@@ -119,6 +119,14 @@ class DisplayConfig(_Section):
     live_track_px: int = Field(
         320, ge=96, le=1920, description="live: width of the grey image the keypoint tracker runs on."
     )
+    live_ring_mb: float = Field(
+        64.0,
+        ge=1,
+        le=1024,
+        description="live: most memory (MB) for the ring of recent grey frames a result is carried "
+        "forward through; the ring holds the oldest measured result age x1.5 + 1 s, at least 5 s, "
+        "within this (docs/live-mode.md).",
+    )
 
 
 class ProvidersConfig(_Section):
