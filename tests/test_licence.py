@@ -234,3 +234,37 @@ def test_kiosk_swap_runs_no_non_commercial_weights_until_accepted(
     assert not out.exists()
     cfg.write_text(text % ", accept_noncommercial_licence: true")
     assert main(args) == 0 and out.is_file()
+
+
+def test_every_way_of_opening_models_refuses_unaccepted_weights(tmp_path: Path) -> None:
+    """``ModelSet.open`` (the pipeline of ``kiosk swap``, ``bench``, the benchmarks) and
+    ``open_detector`` (``kiosk detect``) refuse what the config has not accepted, an enhancer
+    turned on by the caller (``kiosk swap --enhance``) included; a one-line error, nothing opened."""
+    from kiosk.inference.errors import ModelError
+    from kiosk.processing.models import open_detector
+    from kiosk.processing.pipeline import SwapPipeline
+    from kiosk.tools.standins import make_gpen
+
+    make_all(tmp_path / "models")
+    make_gpen(tmp_path / "models" / "GPEN-BFR-256.onnx", 256)
+    base = "models: {dir: models, providers: {order: [cpu]}, %s%s}\n"
+    for models, enhance in (
+        ("swapper: inswapper_128.onnx, enhancer: null", None),
+        ("swapper: classic, detector: det_10g.onnx, enhancer: null", None),
+        ("swapper: classic, enhancer: GPEN-BFR-256.onnx", True),  # processing.enhance is off
+    ):
+        cfg = parse_config(base % (models, ""), "<t>", base_dir=tmp_path, env=False)
+        with pytest.raises(ModelError) as err:
+            SwapPipeline.from_config(cfg, enhance=enhance)
+        assert "\n" not in str(err.value) and "models.accept_noncommercial_licence: true" in str(err.value)
+        accepted = parse_config(
+            base % (models, ", accept_noncommercial_licence: true"), "<t>", base_dir=tmp_path, env=False
+        )
+        assert SwapPipeline.from_config(accepted, enhance=enhance) is not None
+    cfg = parse_config(base % ("detector: det_10g.onnx", ""), "<t>", base_dir=tmp_path, env=False)
+    with pytest.raises(ModelError, match="det_10g.onnx has non-commercial"):
+        open_detector(cfg)
+    clean = parse_config(
+        base % ("swapper: classic, enhancer: GPEN-BFR-256.onnx", ""), "<t>", base_dir=tmp_path, env=False
+    )
+    assert SwapPipeline.from_config(clean, enhance=False).classic  # GPEN named but not run: fine

@@ -383,7 +383,10 @@ def test_kiosk_detect_with_retinaface(
     out = {}
     for name in (REAL, det_500m.name):
         cfg = tmp_path / f"{name}.yaml"
-        cfg.write_text(f"models: {{dir: {det_500m.parent}, detector: {name}, providers: {{order: [cpu]}}}}\n")
+        cfg.write_text(  # det_500m's weights are non-commercial: a config must accept that to run it
+            f"models: {{dir: {det_500m.parent}, detector: {name}, accept_noncommercial_licence: true, "
+            "providers: {order: [cpu]}}\n"
+        )
         assert main(["detect", str(image), "--config", str(cfg), "--json"]) == 0
         out[name] = json.loads(capsys.readouterr().out)["faces"]
     as_faces = {

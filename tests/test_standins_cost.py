@@ -158,6 +158,7 @@ def test_small_detector_finds_white_squares_like_the_small_standin(tmp_path: Pat
                 "models": {
                     "dir": str(folder),
                     "swapper": "inswapper_128.onnx",
+                    "accept_noncommercial_licence": True,
                     "providers": {"order": ["cpu"]},
                 },
                 "processing": {"max_faces": 8},

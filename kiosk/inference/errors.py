@@ -7,6 +7,11 @@ class ModelError(Exception):
     """A model file cannot be used. ``str(err)`` is a one-line message for the operator."""
 
 
+class LicenceError(ModelError):
+    """A model whose weights are non-commercial, named by a config that has not accepted that
+    licence (``models.accept_noncommercial_licence``): never opened."""
+
+
 class ModelMissingError(ModelError):
     """The model file does not exist."""
 

@@ -16,11 +16,12 @@ from kiosk.inference.classic import ClassicSwapper
 from kiosk.inference.detector import FaceDetector
 from kiosk.inference.embedder import ArcFaceEmbedder
 from kiosk.inference.enhancer import GfpganEnhancer
+from kiosk.inference.errors import LicenceError
 from kiosk.inference.mask import OcclusionParser
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
-from kiosk.processing.models import model_paths, open_detector, open_parser, swapper_mode
+from kiosk.processing.models import licence_problems, model_paths, open_detector, open_parser, swapper_mode
 
 
 @dataclass
@@ -46,7 +47,11 @@ class ModelSet:
     def open(cls, cfg: KioskConfig, enhance: bool) -> ModelSet:
         """Open the configured models (the enhancer only with ``enhance``). Raises
         :class:`ModelError` (missing, corrupt, wrong signature) with a one-line message naming the
-        file and the fix."""
+        file and the fix; :class:`LicenceError` for a non-commercial model the config has not
+        accepted (the one place every caller, the booth, ``kiosk swap``, ``bench``, ``detect``,
+        opens models through, so none runs such weights by accident)."""
+        if problems := licence_problems(cfg, enhance):
+            raise LicenceError(problems[0])
         paths = model_paths(cfg)
         prov_cfg = ProviderOptions.of(cfg.models.providers)
         iob, dev = prov_cfg.iobinding, prov_cfg.device_id

@@ -12,7 +12,7 @@ from pathlib import Path
 from kiosk.config import KioskConfig
 from kiosk.inference.classic import CLASSIC
 from kiosk.inference.detector import FaceDetector, make_detector
-from kiosk.inference.errors import ImageError
+from kiosk.inference.errors import ImageError, LicenceError
 from kiosk.inference.parser import FaceParser
 from kiosk.inference.sessions import ProviderOptions, create_session
 from kiosk.inference.specs import (
@@ -128,13 +128,14 @@ def missing_models(cfg: KioskConfig, include_enhancer: bool | None = None) -> li
     return out
 
 
-def noncommercial_models(cfg: KioskConfig) -> list[tuple[Role, Path, ModelSpec]]:
+def noncommercial_models(cfg: KioskConfig, enhance: bool | None = None) -> list[tuple[Role, Path, ModelSpec]]:
     """The known models the config runs whose weights are non-commercial (InsightFace's, GPEN's):
-    the swapper and embedder of the neural swap, a named det_10g, a GPEN enhancer when
-    ``processing.enhance`` is on. Judged by file name; no file is read."""
+    the swapper and embedder of the neural swap, a named det_10g, a GPEN enhancer when it runs
+    (``enhance``; None: ``processing.enhance``). Judged by file name; no file is read."""
+    use_enh = cfg.processing.enhance if enhance is None else enhance
     out = []
     for role, p in model_paths(cfg).items():
-        if p is None or (role == "enhancer" and not cfg.processing.enhance):
+        if p is None or (role == "enhancer" and not use_enh):
             continue
         spec = known_spec(role, p)
         if spec is not None and spec.non_commercial:
@@ -142,15 +143,16 @@ def noncommercial_models(cfg: KioskConfig) -> list[tuple[Role, Path, ModelSpec]]
     return out
 
 
-def licence_problems(cfg: KioskConfig) -> list[str]:
+def licence_problems(cfg: KioskConfig, enhance: bool | None = None) -> list[str]:
     """One line per non-commercial model the config runs without ``models.accept_noncommercial_licence:
-    true``: which model, and the two fixes (accept the licence, or the licence-clean choice)."""
+    true``: which model, and the two fixes (accept the licence, or the licence-clean choice).
+    ``enhance``: whether the enhancer runs (None: ``processing.enhance``)."""
     if cfg.models.accept_noncommercial_licence:
         return []
     return [
         f"models.{role}: {p.name} has non-commercial weights ({spec.licence}); set {LICENCE_KEY}: true "
         f"if this booth accepts that licence, else use {_clean_fix(cfg, role)}"
-        for role, p, spec in noncommercial_models(cfg)
+        for role, p, spec in noncommercial_models(cfg, enhance)
     ]
 
 
@@ -192,6 +194,15 @@ def open_detector(cfg: KioskConfig, max_faces: int | None = None) -> FaceDetecto
     face above the threshold; None uses ``processing.max_faces``."""
     p = model_paths(cfg)["detector"]
     assert p is not None
+    if (
+        not cfg.models.accept_noncommercial_licence
+        and (spec := known_spec("detector", p))
+        and spec.non_commercial
+    ):
+        raise LicenceError(
+            f"models.detector: {p.name} has non-commercial weights ({spec.licence}); set "
+            f"{LICENCE_KEY}: true if this booth accepts that licence, else use {_CLEAN_FIX['detector']}"
+        )
     prov = ProviderOptions.of(cfg.models.providers)
     session, used = create_session(p, prov, base_dir=cfg.base_dir)
     proc = cfg.processing

@@ -341,6 +341,9 @@ def bench_config(
                 "embedder": "w600k_r50.onnx",
                 "swapper": "inswapper_128.onnx",
                 "enhancer": "GFPGANv1.4.onnx",
+                # generated stand-ins carry no weights' licence; det_500m from ../shared is a
+                # development machine's (non-commercial research use, which a bench is)
+                "accept_noncommercial_licence": True,
             }
         )
     if cost_matched_dir is not None:
@@ -355,6 +358,7 @@ def bench_config(
                 "embedder": COST_FILES[1],
                 "swapper": COST_FILES[2],
                 "enhancer": COST_FILES[3],
+                "accept_noncommercial_licence": True,  # generated stand-ins: no weights' licence
             }
         )
     proc_update: dict[str, Any] = {}
