@@ -219,6 +219,7 @@ def test_staff_warnings_reach_the_stats_and_metrics_not_the_visitors_words() -> 
         face_problems=("faces/x.png: no face found; use a clear, frontal photo",),
     )
     stats = stats_dict(c)
+    assert stats["memory"]["rss_peak_mb"] > 10  # issue 27: the peak resident size is reported
     assert stats["warnings"] == [
         "config change ignored: kiosk.yaml:3: unknown key 'bannr'",
         cache,
@@ -246,3 +247,9 @@ def test_the_status_line_is_off_by_default_and_on_when_asked() -> None:
         app = KioskApp(cfg, RunOptions(headless=True))
         status = app.overlay_texts(time.perf_counter())["status"]
         assert bool(status) is shown and (not shown or status.startswith("synthetic")), (yaml, status)
+
+
+def test_stats_report_the_peak_resident_size() -> None:
+    from kiosk.app.counters import peak_rss_mb
+
+    assert 10 < peak_rss_mb() < 100_000  # this test process: a Python with numpy loaded

@@ -167,6 +167,31 @@ def test_thumb_atlas_rebuilt_only_when_keys_change(landscape: Scene) -> None:
     assert booth.thumb_atlas_builds == 3
 
 
+def test_a_large_library_uploads_only_a_window_of_thumbnails(landscape: Scene) -> None:
+    """300 faces (issue 27: 1,000): the atlas holds the carousel's window, not every thumbnail,
+    and a face far away still shows its own thumbnail once selected."""
+    booth = landscape.renderer.booth
+    orange = (255, 128, 0)
+    lib = [
+        FaceThumb(
+            f"big{i}",
+            f"Face {i}",
+            np.full((64, 64, 3), (orange if i == 150 else (60, 60, 60))[::-1], np.uint8),
+        )
+        for i in range(300)
+    ]
+    landscape.draw(BoothView(lib, selected=0, t_switched=0.0))
+    tex = booth._thumbs.texture
+    assert tex is not None
+    cells = 7 * 7  # MAX_ATLAS_FACES (48) cells of 64 px and their gutters
+    assert tex.size[0] * tex.size[1] <= cells * 72 * 72, f"atlas {tex.size} holds every thumbnail"
+    assert colour_box(landscape.draw(BoothView(lib, selected=0, t_switched=0.0)), orange) is None
+    rgb = landscape.draw(BoothView(lib, selected=150, t_switched=0.0))
+    assert colour_box(rgb, orange) is not None, "the selected face far away shows its thumbnail"
+    tex = booth._thumbs.texture
+    assert tex is not None and tex.size[0] * tex.size[1] <= cells * 72 * 72
+
+
 def test_banner_is_a_slim_bar_at_the_top(landscape: Scene) -> None:
     w, h = landscape.size
     plain = landscape.draw(None)

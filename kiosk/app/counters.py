@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -366,7 +367,19 @@ def stats_dict(c: Counters) -> dict[str, Any]:
         "snapshots_written": c.snapshots_written,
         "thread_restarts": c.thread_restarts,
         "keepsakes": c.keepsakes,
+        # The kiosk process's peak resident size so far (issue 27: a 1,000-photo library's budget).
+        "memory": {"rss_peak_mb": round(peak_rss_mb(), 1)},
     }
+
+
+def peak_rss_mb() -> float:
+    """The kiosk process's peak resident size so far, in MB (0 where the OS does not say)."""
+    try:
+        import resource
+    except ImportError:  # not on a POSIX system
+        return 0.0
+    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KB on Linux, bytes on macOS
+    return kb / (1 << 20) if sys.platform == "darwin" else kb / 1024
 
 
 def slow_text(seconds: float) -> str:

@@ -15,7 +15,9 @@ import io
 import logging
 import os
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -72,14 +74,22 @@ class LatentCache:
                 path.unlink(missing_ok=True)
             return None
 
-    def save(self, key: str, latent: NDArray[np.float32], thumb: FrameBGR) -> None:
+    def save(self, key: str, latent: NDArray[np.float32], thumb: FrameBGR) -> bool:
+        """Write the entry; False when it could not be written (the caller keeps it in memory)."""
         path = self.cache_dir / f"{key}.npz"
         buf = io.BytesIO()
         np.savez(buf, version=CACHE_VERSION, thumb_px=self.thumb_px, latent=latent, thumb=thumb)
         try:
             atomic_write(path, buf.getvalue(), mode=0o600, fsync=True)
-        except OSError as exc:  # a read-only cache only costs start-up time
+        except OSError as exc:  # a read-only cache only costs start-up time and memory
             log.warning("face cache not written (%s): %s", path.parent, exc)
+            return False
+        return True
+
+    def load_latent(self, key: str) -> NDArray[np.float32] | None:
+        """The cached latent alone (see :meth:`load`), or None."""
+        found = self.load(key)
+        return None if found is None else found[0]
 
     def prune(self, keep: Iterable[str]) -> None:
         """Delete the entries whose key is not in ``keep`` (photos that are no longer in the
@@ -97,3 +107,52 @@ class LatentCache:
                 if (_CACHE_NAME.fullmatch(name) and name not in kept) or left_over:
                     path.unlink()
                     log.info("face cache entry pruned: %s", name)
+
+
+class LatentStore:
+    """The latents of the library's entries read back from the :class:`LatentCache` when they
+    are swapped in, so the running kiosk holds only the few it wears (a classic latent is a
+    256×256 crop: 0.8 MB as float32, 0.8 GB for 1,000 photos if all were held).
+
+    The :attr:`capacity` latents used last stay in memory (a face switched back to, the faces
+    :mod:`per_visitor <kiosk.processing.swap_stage>` hands out); any thread may ask. A latent whose
+    cache entry is gone or corrupt when it is asked for is None and its key is remembered in
+    :meth:`take_lost`, for the library's writer to scan the photo again."""
+
+    def __init__(self, cache: LatentCache, capacity: int = 8) -> None:
+        self.cache = cache
+        self.capacity = capacity
+        self._lock = threading.Lock()
+        self._recent: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self._lost: set[str] = set()
+        #: How many latents were read back from the disk.
+        self.reads = 0
+
+    def latent(self, key: str) -> NDArray[np.float32] | None:
+        with self._lock:
+            found = self._recent.get(key)
+            if found is not None:
+                self._recent.move_to_end(key)
+                return found
+        latent = self.cache.load_latent(key)  # outside the lock: a disk read
+        with self._lock:
+            self.reads += 1
+            if latent is None:
+                self._lost.add(key)
+                return None
+            self._recent[key] = latent
+            self._recent.move_to_end(key)
+            while len(self._recent) > self.capacity:
+                self._recent.popitem(last=False)
+        return latent
+
+    def held(self) -> int:
+        """How many latents are in memory now."""
+        with self._lock:
+            return len(self._recent)
+
+    def take_lost(self) -> set[str]:
+        """The keys whose cache entry was missing when asked for since the last call."""
+        with self._lock:
+            lost, self._lost = self._lost, set()
+            return lost

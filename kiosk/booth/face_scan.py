@@ -4,7 +4,8 @@ naming the photo (never an exception out of :meth:`PhotoScanner.scan`).
 
 * The photo's largest face is used. A photo that is unreadable, has no face, or has two faces of
   similar size is skipped with a warning (log + staff view).
-* A new entry's latent and thumbnail are written to the :class:`~kiosk.booth.face_cache.LatentCache`.
+* A new entry's latent and thumbnail are written to the :class:`~kiosk.booth.face_cache.LatentCache`;
+  the entry keeps only the thumbnail's JPEG and reads its latent back from there when it is worn.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import cv2
 import numpy as np
 from numpy.typing import NDArray
 
-from kiosk.booth.face_cache import LatentCache
+from kiosk.booth.face_cache import LatentCache, LatentStore
 from kiosk.booth.photo_files import PhotoError, PhotoRead
 from kiosk.types import Face, FrameBGR
 from kiosk.util.files import shown
@@ -34,13 +35,101 @@ class FaceAnalyzer(Protocol):
     def source_latent(self, image_bgr: FrameBGR, face: Face) -> NDArray[np.float32]: ...
 
 
-@dataclass(frozen=True)
 class FaceEntry:
-    key: str  # photo SHA-256 (hex, shortened) + model digest: changes when either changes
-    name: str
-    path: Path
-    latent: NDArray[np.float32]
-    thumb_bgr: FrameBGR
+    """One face of the library: what the running kiosk needs of its photo, and no more.
+
+    The thumbnail is held as a small JPEG (a few KB; decoded when the carousel shows it) and the
+    latent is read back from the disk cache when the face is swapped in (a :class:`LatentStore`;
+    only the few used last stay in memory), so a library of 1,000 photos costs tens of MB, not
+    the gigabyte their latents and thumbnails would take. Given the arrays (a cache that cannot
+    be written, tests) the entry holds them. Immutable."""
+
+    __slots__ = ("_latent", "_store", "_thumb", "_thumb_jpg", "key", "name", "path")
+
+    def __init__(
+        self,
+        key: str,  # photo SHA-256 (hex, shortened) + model digest: changes when either changes
+        name: str,
+        path: Path,
+        latent: NDArray[np.float32] | None = None,
+        thumb_bgr: FrameBGR | None = None,
+        *,
+        store: LatentStore | None = None,
+        thumb_jpg: bytes = b"",
+    ) -> None:
+        if latent is None and store is None:
+            raise ValueError("a face entry needs its latent or the store it is read back from")
+        if thumb_bgr is None and not thumb_jpg:
+            raise ValueError("a face entry needs its thumbnail")
+        self.key, self.name, self.path = key, name, path
+        self._latent, self._store = latent, store
+        self._thumb, self._thumb_jpg = thumb_bgr, thumb_jpg
+
+    @property
+    def latent(self) -> NDArray[np.float32] | None:
+        """The swapper's latent; None when it is read back and its cache entry is gone (the
+        library scans the photo again on its next refresh)."""
+        if self._latent is not None:
+            return self._latent
+        assert self._store is not None
+        return self._store.latent(self.key)
+
+    @property
+    def holds_latent(self) -> bool:
+        """Whether the latent is held in memory by the entry (not read back from the disk cache)."""
+        return self._latent is not None
+
+    @property
+    def thumb_bgr(self) -> FrameBGR:
+        """The thumbnail (decoded from its JPEG at each call when the entry holds only that)."""
+        if self._thumb is not None:
+            return self._thumb
+        img = cv2.imdecode(np.frombuffer(self._thumb_jpg, np.uint8), cv2.IMREAD_COLOR)
+        return np.ascontiguousarray(img, dtype=np.uint8)
+
+    def thumbnail(self) -> FrameBGR:
+        """:attr:`thumb_bgr` (a method, to hand out as the carousel's loader)."""
+        return self.thumb_bgr
+
+    def held_bytes(self) -> int:
+        """The bytes of pixels and latent this entry holds in memory."""
+        held = len(self._thumb_jpg)
+        held += self._thumb.nbytes if self._thumb is not None else 0
+        return held + (self._latent.nbytes if self._latent is not None else 0)
+
+    def renamed(self, name: str) -> FaceEntry:
+        return FaceEntry(
+            self.key,
+            name,
+            self.path,
+            self._latent,
+            self._thumb,
+            store=self._store,
+            thumb_jpg=self._thumb_jpg,
+        )
+
+    def __setattr__(self, attr: str, value: object) -> None:
+        if hasattr(self, "_thumb_jpg"):  # set once, in __init__
+            raise AttributeError("FaceEntry is immutable")
+        object.__setattr__(self, attr, value)
+
+    def __repr__(self) -> str:
+        return f"FaceEntry({self.key!r}, {self.name!r}, {str(self.path)!r})"
+
+
+#: JPEG quality of the thumbnails the entries hold (a 160 px thumbnail: ~6 KB).
+THUMB_JPEG_QUALITY = 92
+
+
+def compact_entry(
+    key: str, name: str, path: Path, latent: NDArray[np.float32], thumb: FrameBGR, store: LatentStore | None
+) -> FaceEntry:
+    """The entry of a photo whose latent and thumbnail are ``latent`` and ``thumb``: with a
+    ``store`` (the cache entry is on disk) it holds only the thumbnail's JPEG."""
+    ok, jpg = cv2.imencode(".jpg", thumb, [cv2.IMWRITE_JPEG_QUALITY, THUMB_JPEG_QUALITY])
+    if store is None or not ok:
+        return FaceEntry(key, name, path, latent, thumb)
+    return FaceEntry(key, name, path, store=store, thumb_jpg=jpg.tobytes())
 
 
 @dataclass(frozen=True)
@@ -71,6 +160,8 @@ class PhotoScanner:
     def __init__(self, cache: LatentCache, similar_size_ratio: float) -> None:
         self._cache = cache
         self.similar_size_ratio = similar_size_ratio
+        #: Reads the entries' latents back from the cache (see :class:`FaceEntry`).
+        self.store = LatentStore(cache)
 
     def scan(self, path: Path, stamp: tuple[int, int], read: PhotoRead, analyzer: FaceAnalyzer) -> Scanned:
         """The photo at ``path`` as an entry, with anything that goes wrong (also anything the
@@ -93,7 +184,7 @@ class PhotoScanner:
         if read.cached is not None:
             latent, thumb = read.cached
             log.debug("face cache hit: %s", shown(path.name))
-            return Scanned(stamp, FaceEntry(key, shown(path.stem), path, latent, thumb), "")
+            return Scanned(stamp, compact_entry(key, shown(path.stem), path, latent, thumb, self.store), "")
         image = read.image
         if image is None:
             raise PhotoError("not a readable image; use a JPEG or PNG")
@@ -110,9 +201,9 @@ class PhotoScanner:
             )
         latent = np.ascontiguousarray(analyzer.source_latent(used, faces[0]), dtype=np.float32)
         thumb = make_thumbnail(used, faces[0], self._cache.thumb_px)
-        self._cache.save(key, latent, thumb)
+        store = self.store if self._cache.save(key, latent, thumb) else None
         log.info("face added: %s", shown(path.name))
-        return Scanned(stamp, FaceEntry(key, shown(path.stem), path, latent, thumb), "")
+        return Scanned(stamp, compact_entry(key, shown(path.stem), path, latent, thumb, store), "")
 
     @staticmethod
     def _skip(stamp: tuple[int, int], problem: str) -> Scanned:

@@ -195,6 +195,9 @@ class FaceLibrary:
         self._writers.check(me)
         state = self._state
         previous = state.scanned if model_digest == state.model_digest else {}
+        lost = self._scan.scanner.store.take_lost()
+        if lost:  # a latent's cache entry went missing since it was scanned: scan its photo again
+            previous = {p: s for p, s in previous.items() if s.entry is None or s.entry.key not in lost}
         scan = self._scan.rescan(state.scanned, previous, analyzer, model_digest, budget)
         names_stamp, names = self._folder.read_names(state.names_stamp, state.names)
         new_entries, new_problems = self._folder.contents(scan, names)

@@ -173,7 +173,7 @@ class PhotoFolder:
             name = by_file.get(path.name, shown(path.stem))
             entry = found.entry
             if entry.name != name:
-                entry = FaceEntry(entry.key, name, entry.path, entry.latent, entry.thumb_bgr)
+                entry = entry.renamed(name)
             entries.append(entry)
         rank = {f: i for i, f in enumerate(order)}
         extra = {p: i for i, p in enumerate(self.extra_photos)}

@@ -147,7 +147,8 @@ class BoothSession:
             was = prev.index_of(c.selected_key) if prev is not None and prev.serial == faces.serial else None
             c.selected_key = faces.entries[min(was or 0, len(faces.entries) - 1)].key
         self._faces = faces
-        self._thumbs = tuple(FaceThumb(key=e.key, name=e.name, thumb_bgr=e.thumb_bgr) for e in faces.entries)
+        # Thumbnails decoded only when the atlas packs them (a window of a large library).
+        self._thumbs = tuple(FaceThumb(key=e.key, name=e.name, load=e.thumbnail) for e in faces.entries)
         return faces
 
     def _apply_input(self, keys: list[str], faces: LibrarySnapshot, now: float) -> tuple[str, ...]:

@@ -4,6 +4,7 @@ swapper, and the cache of latents by key, so switching back to a face costs noth
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import cv2
@@ -14,6 +15,9 @@ from kiosk.inference.classic import ClassicSwapper
 from kiosk.inference.errors import ImageError, NoFaceError
 from kiosk.processing.model_set import ModelSet
 from kiosk.types import Face, FrameBGR
+
+#: How many source latents :class:`SourceLatents` remembers by key (the ones used last).
+LATENTS_KEPT = 8
 
 
 @dataclass
@@ -36,7 +40,10 @@ class SourceLatents:
         self.key: str | None = None
         #: The source photo's face of the last :meth:`set_source` (None for a library latent).
         self.face: Face | None = None
-        self._latents: dict[str, NDArray[np.float32]] = {}
+        #: The latents used last, by key: at most :attr:`capacity` (a classic latent is 0.8 MB;
+        #: a booth cycling through 1,000 library faces must not keep them all).
+        self._latents: OrderedDict[str, NDArray[np.float32]] = OrderedDict()
+        self.capacity = LATENTS_KEPT
 
     @property
     def has_source(self) -> bool:
@@ -51,18 +58,31 @@ class SourceLatents:
         if key is None:
             key = hashlib.blake2b(np.ascontiguousarray(face_bgr).data, digest_size=16).hexdigest()
         face = self._find_source_face(face_bgr)
-        if key not in self._latents:
-            self._latents[key] = self.source_latent(face.image_bgr, face.face)
-        self.latent = self._latents[key]
+        latent = self._latents.get(key)
+        if latent is None:
+            latent = self.source_latent(face.image_bgr, face.face)
+        self._keep(key, latent)
+        self.latent = latent
         self.key = key
         self.face = face.face
         return face.face
 
     def use_latent(self, latent: NDArray[np.float32], key: str) -> None:
         """Swap in a precomputed source latent (a face library entry); costs nothing per frame."""
-        self._latents[key] = latent
+        self._keep(key, latent)
         self.latent = latent
         self.key = key
+
+    @property
+    def kept(self) -> int:
+        """How many latents are remembered now (at most :attr:`capacity`)."""
+        return len(self._latents)
+
+    def _keep(self, key: str, latent: NDArray[np.float32]) -> None:
+        self._latents[key] = latent
+        self._latents.move_to_end(key)
+        while len(self._latents) > self.capacity:
+            self._latents.popitem(last=False)
 
     def find_source_faces(self, face_bgr: FrameBGR) -> tuple[list[Face], FrameBGR]:
         """All faces of a source photo, largest first, and the image they refer to (the photo, or

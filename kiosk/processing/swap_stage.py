@@ -165,7 +165,12 @@ class SwapProcessor:
         key = self.controls.selected_key if self.controls is not None else ""
         entry = faces.entry(key) or faces.entries[0]
         if self.pipe.source_key != entry.key:
-            self.pipe.use_latent(entry.latent, entry.key)
+            latent = entry.latent  # read back from the face cache (the library holds few latents)
+            if latent is None:  # its cache entry is gone: the next refresh scans the photo again
+                log.warning("face %s: its cache entry is gone; scanning the photo again", entry.name)
+                self._next_scan = 0.0
+                return self.pipe.has_source
+            self.pipe.use_latent(latent, entry.key)
         self.pipe.assign_sources = (
             self._visitor_sources(faces, entry) if self.assign == "per_visitor" else None
         )
@@ -186,7 +191,15 @@ class SwapProcessor:
             picks = [
                 entries[(base + o) % len(entries)] for o in self._visitors.offsets(ids, found, len(entries))
             ]
-            return [(e.latent, e.key) for e in picks]
+            out = []
+            for e in picks:
+                latent, key = e.latent, e.key
+                if latent is None:  # its cache entry is gone (scanned again): the selected face meanwhile
+                    self._next_scan = 0.0
+                    latent, key = self.pipe.sources.latent, self.pipe.source_key or ""
+                    assert latent is not None, "_select sets a source before the visitors get theirs"
+                out.append((latent, key))
+            return out
 
         return sources
 

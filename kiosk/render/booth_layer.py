@@ -21,7 +21,13 @@ import numpy as np
 
 from kiosk.render.booth_attract import AttractFade
 from kiosk.render.booth_layout import lay_out_booth
-from kiosk.render.booth_ui import BoothView, CarouselMotion, carousel_metrics, carousel_scrolls
+from kiosk.render.booth_ui import (
+    BoothView,
+    CarouselMotion,
+    carousel_metrics,
+    carousel_scrolls,
+    carousel_tiles,
+)
 from kiosk.render.font_atlas import INSTANCE_FLOATS, FontAtlas
 from kiosk.render.overlay import TextBatch
 from kiosk.render.shaders import blend_over
@@ -65,18 +71,22 @@ class BoothLayer(UiLayer):
     ) -> tuple[float, float]:
         """Draw ``view``; returns (top inset, bottom inset): logical pixels the banner takes at the
         top and the carousel at the bottom, for the text overlay to keep clear of."""
-        self._thumbs.sync(view.faces)
         n = len(view.faces)
         width = logical_size[0]
         metrics = carousel_metrics(logical_size, self._text_scale)
         ring = carousel_scrolls(n, width, metrics)
         position = self._motion.position(view.selected, view.t_switched, n, ring, now)
+        # Only the faces on screen (and a window around them) are in the atlas: a large library
+        # never has all its thumbnails decoded and uploaded at once.
+        wanted = [t.index for t in carousel_tiles(n, position, width, metrics)]
+        self._thumbs.sync(view.faces, round(position), [*wanted, view.attract_index])
         fade = self._attract.fade(view, now)
         key = (
             logical_size,
             round(position, 5),
             round(fade, 4),
             self._thumbs.keys,
+            self._thumbs.builds,
             tuple(f.name for f in view.faces),
             view.show_carousel,
             view.banner,

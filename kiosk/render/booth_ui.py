@@ -21,7 +21,7 @@ position, and tile places, sizes and emphasis all follow from it.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,8 +46,18 @@ class FaceThumb:
     key: str
     #: Display name, e.g. "Ada".
     name: str
-    #: (S, S, 3) uint8 BGR, e.g. 128x128 (non-square images are centre-cropped).
-    thumb_bgr: NDArray[np.uint8]
+    #: (S, S, 3) uint8 BGR, e.g. 128x128 (non-square images are centre-cropped); or None, and
+    #: ``load`` gives it when the atlas packs it (a library entry holds its thumbnail as a JPEG).
+    thumb_bgr: NDArray[np.uint8] | None = None
+    load: Callable[[], NDArray[np.uint8]] | None = field(default=None, compare=False)
+
+    def pixels(self) -> NDArray[np.uint8]:
+        """The thumbnail's pixels."""
+        if self.thumb_bgr is not None:
+            return self.thumb_bgr
+        if self.load is None:
+            raise ValueError(f"face {self.key!r} has no thumbnail")
+        return self.load()
 
 
 @dataclass(frozen=True)
