@@ -6,19 +6,27 @@
 #   bash scripts/check_wheel.sh                 # clean venv, dependencies from the package index (CI)
 #   bash scripts/check_wheel.sh --offline       # no network: the venv reuses .venv's dependencies
 #   bash scripts/check_wheel.sh --workdir DIR   # keep everything in DIR (default: a temp folder)
+#   bash scripts/check_wheel.sh --offline --workdir DIR --install-only
+#                                               # build and install into DIR/venv, check where kiosk
+#                                               # imports from, no runs (scripts/fault_round.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=$PWD
 OFFLINE=0
 WORK=""
+INSTALL_ONLY=0
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --offline) OFFLINE=1 ;;
         --workdir) WORK=${2:?}; shift ;;
-        *) echo "usage: $0 [--offline] [--workdir DIR]" >&2; exit 2 ;;
+        --install-only) INSTALL_ONLY=1 ;;
+        *) echo "usage: $0 [--offline] [--workdir DIR] [--install-only]" >&2; exit 2 ;;
     esac
     shift
 done
+if [ -z "$WORK" ] && [ "$INSTALL_ONLY" = 1 ]; then
+    echo "check_wheel: --install-only needs --workdir DIR (the venv is kept there)" >&2; exit 2
+fi
 if [ -z "$WORK" ]; then
     WORK=$(mktemp -d)
     trap 'rm -rf "$WORK"' EXIT
@@ -63,6 +71,10 @@ export XDG_DATA_HOME=$WORK/data XDG_CACHE_HOME=$WORK/cache
 kiosk=$venv/bin/kiosk
 where=$("$venv/bin/python" -c 'import kiosk; print(kiosk.__file__)')
 case "$where" in "$venv"/*) ;; *) echo "check_wheel: kiosk imported from $where, not the wheel" >&2; exit 1 ;; esac
+if [ "$INSTALL_ONLY" = 1 ]; then
+    say "installed into $venv (kiosk from $where)"
+    exit 0
+fi
 "$kiosk" --version | tee version.txt
 grep -qx "kiosk [0-9][0-9.a-z+]*" version.txt
 # Compile the pixel kernels into the (fresh) cache as an install does (scripts/setup.sh), so the

@@ -290,7 +290,7 @@ def booth_yaml(churn: int, enabled: bool = True, keepsake_port: int | None = Non
         url = f"http://127.0.0.1:{keepsake_port}"
         text += (
             f'keepsake: {{enabled: true, listen: "127.0.0.1:{keepsake_port}", url_base: "{url}", '
-            f"countdown_s: {KEEPSAKE_COUNTDOWN_S}, show_s: {KEEPSAKE_SHOW_S}}}\n"
+            f"countdown_s: {KEEPSAKE_COUNTDOWN_S}, show_s: {KEEPSAKE_SHOW_S}, takes_per_visitor: 0}}\n"
         )
     return text
 
@@ -327,6 +327,21 @@ def child_pids(pid: int) -> list[int]:
         except OSError:
             continue
     return sorted(set(out))
+
+
+def server_pid(kiosk_pid: int) -> int | None:
+    """The keepsake server's process among the kiosk's children: the one multiprocessing's spawn
+    started (``spawn_main`` in its command line). The kiosk's other child, multiprocessing's
+    resource tracker, is started first; killing it (what taking the first child did) leaves the
+    server up and the fault a no-op."""
+    for pid in child_pids(kiosk_pid):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"spawn_main" in cmdline:
+            return pid
+    return None
 
 
 #: Face photos: a white square each (64 px on the detector's 64 px grid: one face per photo), in
@@ -644,8 +659,7 @@ class Injector:
     # -- the keepsake kinds (--keepsakes) -----------------------------------------------------
 
     def _server(self) -> int | None:
-        kids = child_pids(self.kiosk_pid) if self.kiosk_pid else []
-        return kids[0] if kids else None
+        return server_pid(self.kiosk_pid) if self.kiosk_pid else None
 
     def _server_kill(self) -> None:
         start, pid = time.time(), self._server()
@@ -828,6 +842,30 @@ def _jpeg_bytes() -> bytes:
     return bytes(buf) if ok else b""
 
 
+def take_shot(
+    img: Any,
+    t_unix: float,
+    shots: list[tuple[float, bool, int]],
+    visitor: Visitor | None,
+    misses: Path | None,
+) -> bool:
+    """Classify a new screenshot and add it to ``shots``; True when it shows the live swap. One that
+    does not is kept in ``misses`` (``--keep-misses``) and handed to the visitor: a keepsake still
+    with its QR code is frozen, and its card may leave a face square tinted (the visitor looked at
+    untinted shots only, so it missed photos)."""
+    tinted, counter = classify_shot(img)
+    live = tinted and (not shots or counter != shots[-1][2])
+    shots.append((t_unix, tinted, counter))
+    if not live:
+        if misses is not None:
+            import cv2
+
+            cv2.imwrite(str(misses / f"{t_unix:.3f}.png"), img)
+        if visitor is not None:
+            visitor.see(img)
+    return live
+
+
 def swap_share(shots: list[tuple[float, bool, int]], windows: list[Window]) -> dict[str, Any]:
     """Share of screenshots outside the outage windows that show the swap on a live picture.
 
@@ -928,6 +966,9 @@ def run_faults(args: argparse.Namespace) -> int:
     shots: list[tuple[float, bool, int]] = []
     samples: list[Sample] = []
     last_mtime: int | None = None
+    misses = Path(args.keep_misses) if args.keep_misses else None
+    if misses is not None:
+        misses.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     injector.kiosk_pid = proc.pid
@@ -946,10 +987,7 @@ def run_faults(args: argparse.Namespace) -> int:
                 img = cv2.imread(str(shot))
                 if img is not None and img.shape[:2] == (SIZE[1], SIZE[0]):
                     last_mtime = st.st_mtime_ns
-                    tinted, counter = classify_shot(img)
-                    shots.append((st.st_mtime_ns / 1e9, tinted, counter))
-                    if visitor is not None and not tinted:
-                        visitor.see(img)  # a still with its QR code is not the live swap
+                    take_shot(img, st.st_mtime_ns / 1e9, shots, visitor, misses)
             if next_fault is None and kinds and args.fault_every > 0 and any(on for _, on, _ in shots):
                 next_fault = now + args.fault_every  # faults start once the swap is on screen
             if keys is not None and not keys.started and any(on for _, on, _ in shots):
@@ -1173,6 +1211,11 @@ def main(argv: list[str] | None = None) -> int:
         "--slow-s", type=float, default=3.0, help="slow_stage: seconds added to every swapper call"
     )
     faults.add_argument("--shot-every", type=float, default=0.5, help="seconds between screenshots")
+    faults.add_argument(
+        "--keep-misses",
+        metavar="DIR",
+        help="save each screenshot judged not swapped (untinted or frozen) in DIR as <unix time>.png",
+    )
     faults.add_argument(
         "--min-swap-share",
         type=float,

@@ -49,3 +49,14 @@ def test_the_store_logs_a_deleted_photo_by_its_id(tmp_path, caplog) -> None:
         assert store.sweep() == 1
     assert f"{rec.token[:4]}…" not in caplog.text  # before: "keepsake AbCd… deleted"
     assert f"keepsake {photo_id(rec.token)} deleted (time-to-live)" in caplog.text
+
+
+def test_a_withdrawn_photo_is_logged_by_its_id_not_the_start_of_its_token(tmp_path, caplog) -> None:
+    """A QR code withdrawn (the server went down) deletes its photo: the line names the photo id,
+    not the token's first characters (before: "keepsake AbCd… deleted (withdrawn)")."""
+    store = KeepsakeStore(tmp_path / "k", StoreLimits(ttl_s=10, max_photos=5, max_mb=5)).open()
+    rec = store.add(b"\xff\xd8 jpeg")
+    with caplog.at_level(logging.INFO, logger="kiosk.keepsake.store"):
+        store.discard(rec.token)
+    assert f"{rec.token[:4]}…" not in caplog.text
+    assert f"keepsake {photo_id(rec.token)} deleted (withdrawn)" in caplog.text

@@ -19,6 +19,8 @@ def test_keepsake_booth_yaml_turns_keepsakes_on_on_loopback():
     assert cfg["keepsake"]["enabled"] is True
     assert cfg["keepsake"]["listen"] == "127.0.0.1:18765"
     assert cfg["keepsake"]["url_base"] == "http://127.0.0.1:18765"
+    # The harness is one visitor pressing all run long: no per-visitor cap (5 photos, then none)
+    assert cfg["keepsake"]["takes_per_visitor"] == 0
     assert "keepsake" not in yaml.safe_load(soak.booth_yaml(0))
 
 
@@ -58,23 +60,27 @@ def test_child_pids_finds_a_child_process():
 
 
 def _kiosk_with_child() -> subprocess.Popen:
-    """A stand-in kiosk: ignores SIGHUP/SIGUSR1 (as the kiosk must) and has one child (the server)."""
+    """A stand-in kiosk: ignores SIGHUP/SIGUSR1 (as the kiosk must) and has two children as the
+    kiosk does: first multiprocessing's resource tracker, then the server (``spawn_main`` in its
+    command line, as multiprocessing's spawn writes it)."""
     code = (
         "import signal, subprocess, sys, time\n"
         "signal.signal(signal.SIGHUP, signal.SIG_IGN); signal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+        "tracker = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'resource_tracker'])\n"
+        "time.sleep(0.2)\n"
+        "server = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)', 'spawn_main'])\n"
         "time.sleep(30)\n"
     )
     return subprocess.Popen([sys.executable, "-c", code])
 
 
-def _wait_children(pid: int) -> list[int]:
+def _wait_children(pid: int, n: int = 2) -> list[int]:
     import time
 
     deadline = time.time() + 5
     while time.time() < deadline:
         kids = soak.child_pids(pid)
-        if kids:
+        if len(kids) >= n:
             return kids
         time.sleep(0.05)
     return []
@@ -94,7 +100,8 @@ def _state_becomes(pid: int, ok) -> bool:
 def test_keepsake_faults_hit_the_server_child_and_the_folder(tmp_path: Path):
     kiosk = _kiosk_with_child()
     try:
-        (server,) = _wait_children(kiosk.pid)
+        tracker, server = _wait_children(kiosk.pid)  # pids in start order (they do not wrap here)
+        assert soak.server_pid(kiosk.pid) == server
         inj = soak.Injector(tmp_path, tmp_path / "faults.json", 10.0, 1.0, 0.0)
         inj.kiosk_pid = kiosk.pid
         inj.stop_s = 0.0
@@ -109,6 +116,8 @@ def test_keepsake_faults_hit_the_server_child_and_the_folder(tmp_path: Path):
         assert not (tmp_path / "keepsakes").exists()
         inj.inject("server_kill")
         assert _state_becomes(server, lambda s: s == "Z")  # killed -9 (a zombie until the kiosk reaps it)
+        # The resource tracker was never hit (taking the first child killed it, not the server).
+        assert Path(f"/proc/{tracker}/stat").read_text().split(") ")[1][0] not in "TZ"
         assert kiosk.poll() is None  # the kiosk itself took the stray signals and runs on
         assert {w.kind for w in inj.windows} == {
             "server_stop",
@@ -169,3 +178,30 @@ def test_config_churn_keeps_keepsakes_on(tmp_path: Path):
             action()
         inj.pending = []
         assert yaml.safe_load((tmp_path / "kiosk.yaml").read_text())["keepsake"]["enabled"] is True
+
+
+def test_a_frozen_still_is_read_for_its_qr_code_even_with_the_faces_tinted(tmp_path: Path):
+    """The keepsake still is frozen and its QR card may leave a face square tinted: the visitor must
+    read it anyway (it looked at untinted shots only and missed photos), and the shot is kept."""
+    import cv2
+
+    seen: list[object] = []
+
+    class Visitor:
+        def see(self, img: object) -> None:
+            seen.append(img)
+
+    frame = soak.make_scene(5)
+    tint = frame.copy()
+    for x, y, side in soak.FACE_SQUARES:
+        tint[y : y + side, x : x + side] = (198, 226, 189)
+    shots: list[tuple[float, bool, int]] = []
+    misses = tmp_path / "misses"
+    misses.mkdir()
+    assert soak.take_shot(tint, 1.0, shots, Visitor(), misses) is True  # live swap: not read
+    assert not seen
+    assert soak.take_shot(tint, 1.5, shots, Visitor(), misses) is False  # frozen (same counter), tinted
+    assert len(seen) == 1
+    assert soak.take_shot(frame, 2.0, shots, None, misses) is False  # untinted
+    assert sorted(p.name for p in misses.iterdir()) == ["1.500.png", "2.000.png"]
+    assert cv2.imread(str(misses / "1.500.png")).shape == tint.shape

@@ -314,7 +314,7 @@ class KeepsakeStore:
             self._forget(token)
             self._notify(("gone", token))
             rec.path.unlink(missing_ok=True)
-        log.info("keepsake %s… deleted (withdrawn)", token[:4])
+        log.info("keepsake %s deleted (withdrawn)", photo_id(token))
 
     def records(self) -> list[KeepsakeRecord]:
         """The kept photos, oldest first."""
