@@ -41,6 +41,8 @@ class KeepsakeHost:
         self.flow: KeepsakeFlow | None = None
         self.view: Any = None  # the last frame's KeepsakeView (None: idle)
         self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
+        self._resolve: Callable[[str], Any] = str
+        self._brand_keys: tuple[str | None, str] = (None, "")  # (frame, frame_text) loaded
 
     def open(self, cfg: KioskConfig) -> None:
         """Start the service and its on-screen flow (the server starts in the background: the key
@@ -52,6 +54,16 @@ class KeepsakeHost:
 
         self.service = open_keepsakes(cfg)
         self.flow = KeepsakeFlow(FlowOptions.of(cfg.keepsake), self._keep)
+        self._resolve = cfg.resolve
+        self._load_brand(cfg.keepsake)
+
+    def _load_brand(self, k: KeepsakeConfig) -> None:
+        """The brand frame (``keepsake.frame``, ``frame_text``): one line when the file is unusable."""
+        from kiosk.keepsake.brand import load_frame
+
+        if self.flow is not None:
+            self.flow.brand = load_frame(k.frame, k.frame_text, self._resolve)
+            self._brand_keys = (k.frame, k.frame_text)
 
     def apply(self, new: KeepsakeConfig) -> None:
         """A reloaded config: limits, page text and printing are read where used; the flow takes
@@ -63,6 +75,8 @@ class KeepsakeHost:
 
             # keepsake.enabled applies at the next start: the server runs until then
             self.flow.options = dataclasses.replace(FlowOptions.of(new), enabled=True)
+            if (new.frame, new.frame_text) != self._brand_keys:
+                self._load_brand(new)
 
     def close(self) -> None:
         """Close the flow, then stop the server (the photos go, unless keep_on_disk). The service's

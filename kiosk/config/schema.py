@@ -584,6 +584,17 @@ class KeepsakeConfig(_Section):
     event_name: str = Field(
         "", max_length=120, description="The event's name on the visitor's photo page; empty: none."
     )
+    frame: str | None = Field(
+        None,
+        description="Brand frame: a PNG with transparency drawn over every keepsake (the QR screen, the "
+        "phone, the print), scaled to cover the photo and centred (relative to the config file); null: "
+        "none. A missing, damaged or huge file is one log line and photos are made without it.",
+    )
+    frame_text: str = Field(
+        "",
+        max_length=80,
+        description="One line drawn along the bottom of every keepsake (event name, date); empty: none.",
+    )
 
     @field_validator("listen", mode="before")
     @classmethod

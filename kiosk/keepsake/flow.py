@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.keepsake.brand import NO_FRAME, BrandFrame
 from kiosk.keepsake.privacy import photo_id
 from kiosk.keepsake.qr import qr_matrix
 from kiosk.keepsake.still import Picture, composite, encode_jpeg
@@ -170,7 +171,9 @@ class KeepsakeFlow:
     ) -> None:
         self.options = options
         self._save = save
-        self._make_still = make_still or _make_still
+        self._make_still = make_still or self._framed_still
+        #: The brand frame drawn over each still (``keepsake.frame``); the host sets it.
+        self.brand: BrandFrame = NO_FRAME
         self._clock = clock
         self._executor = executor
         self.phase = Phase.IDLE
@@ -428,7 +431,8 @@ class KeepsakeFlow:
         self._message = ""
         self._enter(Phase.IDLE, now)
 
-
-def _make_still(picture: Picture) -> Still:
-    bgr = composite(picture)
-    return Still(bgr, encode_jpeg(bgr))
+    def _framed_still(self, picture: Picture) -> Still:
+        """The still with the brand frame over it (the worker thread): what the QR screen shows, the
+        phone fetches and the printer prints."""
+        bgr = self.brand.apply(composite(picture))
+        return Still(bgr, encode_jpeg(bgr))
