@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from kiosk.keepsake.still import Picture
 
 #: Phases that offer a photo (a countdown towards one, a QR code): ended while the server is down.
-_OFFERING = (Phase.COUNTDOWN, Phase.SHOW)
+_OFFERING = (Phase.CONSENT, Phase.COUNTDOWN, Phase.SHOW)
 
 #: (frame_bgr, crops) of the picture on screen, as last uploaded; None before the first.
 ShownPicture = Callable[[], "tuple[Any, Any] | None"]
@@ -151,7 +151,13 @@ class KeepsakeHost:
         return self.service.staff_line() if self.service is not None else ""
 
     def metrics(self) -> dict[str, int] | None:
-        return self.service.metrics() if self.service is not None else None
+        """The service's totals (stats JSON ``keepsakes``, the Prometheus file) and the visitors'
+        answers to the consent text (counted only: nothing else of them is kept)."""
+        if self.service is None:
+            return None
+        out = self.service.metrics()
+        out["consent_declined"] = self.flow.counts.consent_declined if self.flow is not None else 0
+        return out
 
     def flow_stats(self) -> dict[str, Any] | None:
         """What visitors did on screen (the keepsakes themselves are the service's metrics)."""

@@ -595,6 +595,13 @@ class KeepsakeConfig(_Section):
         max_length=80,
         description="One line drawn along the bottom of every keepsake (event name, date); empty: none.",
     )
+    consent: str = Field(
+        "",
+        max_length=300,
+        description="Shown when the keepsake key is pressed, before the countdown (the organiser's "
+        "wording); the visitor agrees with the same key within show_s, else nothing is taken; empty: "
+        "no question. Only counted: what was agreed and when is stored nowhere.",
+    )
 
     @field_validator("listen", mode="before")
     @classmethod
