@@ -9,6 +9,7 @@ it adjusts (:meth:`KeepsakeHost.with_keepsake`).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
 #: Phases that offer a photo (a countdown towards one, a QR code): ended while the server is down.
 _OFFERING = (Phase.CONSENT, Phase.COUNTDOWN, Phase.SHOW)
+
+#: How long the staff line says why a print-again printed nothing.
+PRINT_AGAIN_LINE_S = 10.0
 
 #: (frame_bgr, crops) of the picture on screen, as last uploaded; None before the first.
 ShownPicture = Callable[[], "tuple[Any, Any] | None"]
@@ -43,6 +47,7 @@ class KeepsakeHost:
         self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
         self._resolve: Callable[[str], Any] = str
         self._brand_keys: tuple[str | None, str] = (None, "")  # (frame, frame_text) loaded
+        self._print_problem = ("", 0.0)  # why the last print-again printed nothing, and when
 
     def open(self, cfg: KioskConfig) -> None:
         """Start the service and its on-screen flow (the server starts in the background: the key
@@ -97,6 +102,8 @@ class KeepsakeHost:
 
     def step(self, actions: tuple[str, ...], mono: float, renderer: Any) -> None:
         """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
+        if "print_again" in actions and self.service is not None:  # staff: the last photo again
+            self.print_again()
         flow = self.flow
         if flow is None:
             return
@@ -124,6 +131,15 @@ class KeepsakeHost:
             renderer.set_frame(kv.still_bgr)  # the stored pixels, at the camera's resolution
             self._still_shown = (kv.still_serial, renderer)
 
+    def print_again(self, copies: int = 1) -> str:
+        """Staff: print the last kept photo once more (the ``print_again`` key; a staff console may
+        call this): "" when queued, else why not (also the staff line's until the next print)."""
+        if self.service is None:
+            return "print again: keepsakes are off"
+        why = self.service.print_again(copies)
+        self._print_problem = (why, time.monotonic())
+        return why
+
     @property
     def frozen(self) -> bool:
         """A keepsake's still is on screen: the camera picture must not replace it."""
@@ -148,7 +164,11 @@ class KeepsakeHost:
 
     def staff_line(self) -> str:
         """The keepsakes' staff warning (server down, print failed), else ""."""
-        return self.service.staff_line() if self.service is not None else ""
+        if self.service is None:
+            return ""
+        why, since = self._print_problem
+        recent = why and time.monotonic() - since < PRINT_AGAIN_LINE_S
+        return self.service.staff_line() or (why if recent else "")
 
     def metrics(self) -> dict[str, int] | None:
         """The service's totals (stats JSON ``keepsakes``, the Prometheus file) and the visitors'

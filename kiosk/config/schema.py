@@ -575,6 +575,14 @@ class KeepsakeConfig(_Section):
     print_timeout_s: float = Field(
         60.0, ge=1, le=600, description="A print command running longer than this is stopped."
     )
+    print_copies: int = Field(
+        1, ge=1, le=10, description="Copies printed of each kept photo (with print_command)."
+    )
+    print_qr: bool = Field(
+        False,
+        description="Print the photo's QR code (its download address) in the photo's bottom-right "
+        "corner; the stored photo and the phone's copy stay without it.",
+    )
     allow: list[str] = Field(
         default_factory=_default_allow,
         description="Networks (CIDR) whose phones may fetch photos: the booth LAN. The server closes "

@@ -97,7 +97,7 @@ def cover(bgra: NDArray[np.uint8], width: int, height: int) -> NDArray[np.uint8]
     interp = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
     scaled = cv2.resize(bgra, (sw, sh), interpolation=interp) if (sw, sh) != (fw, fh) else bgra
     x0, y0 = (sw - width) // 2, (sh - height) // 2
-    return scaled[y0 : y0 + height, x0 : x0 + width]
+    return np.asarray(scaled[y0 : y0 + height, x0 : x0 + width], np.uint8)
 
 
 def _text_band(text: str, width: int, height: int) -> NDArray[np.uint8]:

@@ -167,6 +167,22 @@ class FlowCounts:
     capture_to_qr_ms: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
 
+    def stats(self) -> dict[str, Any]:
+        lat = sorted(self.latencies_ms)
+        return {
+            "started": self.started,
+            "cancelled": self.cancelled,
+            "declined": self.declined,
+            "shown": self.taken,
+            "failed": self.failed,
+            "limited": self.limited,
+            "consented": self.consented,
+            "consent_declined": self.consent_declined,
+            "latency_ms_last": round(self.latency_ms, 1) if self.taken else None,
+            "latency_ms_p50": round(lat[len(lat) // 2], 1) if lat else None,
+            "capture_to_qr_ms_last": round(self.capture_to_qr_ms, 1) if self.taken else None,
+        }
+
 
 class KeepsakeFlow:
     """The flow; see the module docstring. Main (render) thread only, except the work it hands to
@@ -184,7 +200,7 @@ class KeepsakeFlow:
     ) -> None:
         self.options = options
         self._save = save
-        self._make_still = make_still or self._framed_still
+        self._make_still = make_still or (lambda picture: framed_still(self.brand, picture))
         #: The brand frame drawn over each still (``keepsake.frame``); the host sets it.
         self.brand: BrandFrame = NO_FRAME
         self._clock = clock
@@ -382,22 +398,7 @@ class KeepsakeFlow:
 
     def stats(self) -> dict[str, Any]:
         """The flow's figures for the stats JSON (``keepsake`` section)."""
-        c = self.counts
-        lat = sorted(c.latencies_ms)
-        return {
-            "phase": self.phase.value,
-            "started": c.started,
-            "cancelled": c.cancelled,
-            "declined": c.declined,
-            "shown": c.taken,
-            "failed": c.failed,
-            "limited": c.limited,
-            "consented": c.consented,
-            "consent_declined": c.consent_declined,
-            "latency_ms_last": round(c.latency_ms, 1) if c.taken else None,
-            "latency_ms_p50": round(lat[len(lat) // 2], 1) if lat else None,
-            "capture_to_qr_ms_last": round(c.capture_to_qr_ms, 1) if c.taken else None,
-        }
+        return {"phase": self.phase.value, **self.counts.stats()}
 
     @property
     def busy(self) -> bool:
@@ -469,8 +470,9 @@ class KeepsakeFlow:
         self._message = ""
         self._enter(Phase.IDLE, now)
 
-    def _framed_still(self, picture: Picture) -> Still:
-        """The still with the brand frame over it (the worker thread): what the QR screen shows, the
-        phone fetches and the printer prints."""
-        bgr = self.brand.apply(composite(picture))
-        return Still(bgr, encode_jpeg(bgr))
+
+def framed_still(brand: BrandFrame, picture: Picture) -> Still:
+    """The still with the brand frame over it (the worker thread): what the QR screen shows, the
+    phone fetches and the printer prints."""
+    bgr = brand.apply(composite(picture))
+    return Still(bgr, encode_jpeg(bgr))
