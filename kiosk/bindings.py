@@ -16,6 +16,7 @@ ACTIONS: tuple[str, ...] = (
     "toggle_debug",
     "snapshot",
     "keepsake",
+    "print_again",
     "quit",
 )
 
@@ -38,6 +39,8 @@ DEFAULT_KEYBOARD: dict[str, list[str]] = {
     "snapshot": ["F12"],
     # The visitor's own button: a photo to take home (keepsake.enabled; nothing happens when off).
     "keepsake": ["ENTER", "KP_ENTER"],
+    # Staff: print the last kept photo once more (keepsake.print_command).
+    "print_again": ["CTRL+P"],
     "quit": ["ESCAPE", "CTRL+SHIFT+Q"],
 }
 

@@ -103,6 +103,33 @@ def test_the_consent_prompt_is_drawn_in_the_accent_colour(ctx) -> None:
     assert accent.sum() > 300
 
 
+def test_a_long_consent_text_is_drawn_whole_in_the_smaller_size(ctx) -> None:
+    """keepsake.consent (up to 300 characters): more than two lines of the big size take the small
+    one, so the organiser's wording is drawn whole, not cut after two lines."""
+    text = " ".join(["Your photo is kept on this kiosk for 15 minutes only."] * 5)
+    view = KeepsakeView("consent", prompt=text, hint="Press again to agree", remaining_s=5, total_s=10)
+    rb = ctx.renderbuffer((1280, 720), components=4)
+    fbo = ctx.framebuffer(color_attachments=[rb])
+    renderer = Renderer(ctx, DisplayOptions())
+    try:
+        renderer.set_frame(np.full((720, 1280, 3), 90, np.uint8))
+        fbo.use()
+        renderer.draw((1280, 720), None, None, now=0.0, keepsake=view)
+        assert ctx.error == "GL_NO_ERROR"
+        layer = renderer.keepsake
+        assert layer is not None
+        frame = layer._layout(view, (1280, 720))
+    finally:
+        renderer.release()
+        ctx.detect_framebuffer(0).use()
+        fbo.release()
+        rb.release()
+    glyphs = sum(len(rows) for runs in frame.text.values() for rows in runs)
+    ink = len(text.replace(" ", "")) + len(view.hint.replace(" ", ""))
+    assert glyphs == ink  # every letter of the text and the hint, none elided
+    assert len(frame.text) == 1  # all in the one (smaller) size
+
+
 def test_per_visitor_the_carousel_marks_the_faces_on_screen(ctx) -> None:
     from kiosk.render.booth_ui import BoothView, FaceThumb
 

@@ -250,6 +250,7 @@ def test_the_session_applies_the_key_and_the_banner_only_while_keepsakes_run() -
     s.keepsake_options = FlowOptions.of(cfg.keepsake)
     view = s.step(["ENTER"], None, 2.0)
     assert view.actions == ("keepsake",)
+    assert s.step(["CTRL+P"], None, 2.5).actions == ("print_again",)  # staff: print the last again
     assert view.booth.banner == "Live AI face swap. Photos only when you ask; deleted after 10 min."
 
 

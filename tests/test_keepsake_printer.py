@@ -149,3 +149,111 @@ def test_a_print_commands_error_naming_the_photo_shows_no_token(tmp_path: Path, 
         assert f"{photo_id(token)} printed by" in caplog.text
     finally:
         printer.close()
+
+
+def _recorder(tmp_path: Path, fail_on: int = 0) -> tuple[str, Path]:
+    """A print command that records each call (the file's name and bytes); ``fail_on``: the n-th
+    call exits 1."""
+    log = tmp_path / "calls"
+    log.mkdir()
+    script = (
+        "import sys, os, shutil; d = sys.argv[1]; n = len(os.listdir(d)) + 1; "
+        f"shutil.copy(sys.argv[2], os.path.join(d, str(n) + '.jpg')); sys.exit(1 if n == {fail_on} else 0)"
+    )
+    return f'{PY} -c "{script}" {log} {{file}}', log
+
+
+def _calls(log: Path) -> list[bytes]:
+    return [(log / f"{n}.jpg").read_bytes() for n in range(1, len(list(log.iterdir())) + 1)]
+
+
+def test_a_job_prints_its_copies_and_a_failed_copy_ends_it(tmp_path: Path) -> None:
+    photo = _photo(tmp_path, "photo.jpg")
+    command, log = _recorder(tmp_path, fail_on=5)
+    printer = Printer(command, timeout_s=20)
+    try:
+        assert printer.submit(photo, copies=3)
+        _wait(printer)
+        assert _calls(log) == [photo.read_bytes()] * 3 and printer.counts.printed == 3
+        assert printer.submit(photo, copies=4)  # the 5th call fails: the job's last two copies
+        _wait(printer)
+    finally:
+        printer.close()
+    assert len(_calls(log)) == 5 and printer.counts.printed == 4 and printer.counts.failed == 1
+    assert printer.problem.startswith("print failed:") and "exited 1" in printer.problem
+
+
+def test_print_qr_prints_the_photo_with_its_address_and_keeps_no_file(tmp_path: Path) -> None:
+    import tempfile
+
+    import cv2
+    import numpy as np
+
+    url = "http://192.168.1.20:8088/p/AbCdEfGhIjKlMnOpQrStUv"
+    photo = tmp_path / "AbCdEfGhIjKlMnOpQrStUv.jpg"
+    ok, data = cv2.imencode(".jpg", np.full((720, 1280, 3), 120, np.uint8))
+    photo.write_bytes(data.tobytes())
+    command, log = _recorder(tmp_path)
+    before = set(Path(tempfile.gettempdir()).glob("keepsake-print-*"))
+    printer = Printer(command, timeout_s=20)
+    try:
+        assert printer.submit(photo, copies=2, qr_url=url)
+        _wait(printer)
+    finally:
+        printer.close()
+    calls = _calls(log)
+    assert len(calls) == 2 and calls[0] == calls[1] and printer.counts.printed == 2
+    printed = cv2.imdecode(np.frombuffer(calls[0], np.uint8), cv2.IMREAD_COLOR)
+    text, points, _ = cv2.QRCodeDetector().detectAndDecode(printed)
+    assert text == url
+    assert points.reshape(-1, 2)[:, 0].min() > 1280 * 0.6 and points.reshape(-1, 2)[:, 1].min() > 720 * 0.5
+    assert photo.read_bytes() == data.tobytes()  # the stored photo (the phone's) has no QR code
+    assert set(Path(tempfile.gettempdir()).glob("keepsake-print-*")) == before  # the print file is gone
+
+
+def test_each_kept_photo_prints_print_copies_and_the_staff_key_prints_the_last_again(tmp_path: Path) -> None:
+    """Issue 30, item 4: keepsake.print_copies per photo; the print_again key (CTRL+P) and
+    KeepsakeHost.print_again (for a staff console) print the last kept photo once more."""
+    from net_helpers import free_port
+
+    from kiosk.app.keepsake_host import KeepsakeHost
+    from kiosk.bindings import DEFAULT_KEYBOARD
+    from kiosk.booth.controls import KeyboardInput
+    from kiosk.config import KioskConfig
+    from kiosk.keepsake.service import KeepsakeService
+
+    command, log = _recorder(tmp_path)
+    cfg = KioskConfig.model_validate(
+        {
+            "keepsake": {
+                "enabled": True,
+                "listen": f"127.0.0.1:{free_port()}",
+                "print_copies": 2,
+                "print_command": command,
+            }
+        }
+    )
+    assert cfg.keepsake.print_copies == 2 and cfg.keepsake.print_command == command
+    svc = KeepsakeService(cfg.keepsake, tmp_path / "k", separate_process=False).start()
+    host = KeepsakeHost(None, lambda: None)  # type: ignore[arg-type]
+    host.service = svc
+    try:
+        assert svc.wait_ready()
+        assert host.print_again() == "print again: no photo has been kept yet"
+        assert host.staff_line() == "print again: no photo has been kept yet"
+        first = svc.keep(b"\xff\xd8first\xff\xd9")
+        last = svc.keep(b"\xff\xd8last\xff\xd9")
+        assert svc.printer is not None
+        _wait(svc.printer)
+        assert _calls(log) == [b"\xff\xd8first\xff\xd9"] * 2 + [b"\xff\xd8last\xff\xd9"] * 2
+        assert KeyboardInput(DEFAULT_KEYBOARD).actions(["CTRL+P"]) == ["print_again"]
+        host.step(("print_again",), 0.0, None)  # the staff key, as the render loop hands it over
+        _wait(svc.printer)
+        assert _calls(log)[4:] == [b"\xff\xd8last\xff\xd9"] and host.staff_line() == ""
+        assert svc.metrics()["printed"] == 5
+        svc.discard(last.record.token)
+        assert "was deleted" in host.print_again() and len(_calls(log)) == 5
+        assert first.record.path.exists()
+    finally:
+        host.service = None
+        svc.close()

@@ -9,6 +9,7 @@ it adjusts (:meth:`KeepsakeHost.with_keepsake`).
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
     from kiosk.keepsake.still import Picture
 
 #: Phases that offer a photo (a countdown towards one, a QR code): ended while the server is down.
-_OFFERING = (Phase.COUNTDOWN, Phase.SHOW)
+_OFFERING = (Phase.CONSENT, Phase.COUNTDOWN, Phase.SHOW)
+
+#: How long the staff line says why a print-again printed nothing.
+PRINT_AGAIN_LINE_S = 10.0
 
 #: (frame_bgr, crops) of the picture on screen, as last uploaded; None before the first.
 ShownPicture = Callable[[], "tuple[Any, Any] | None"]
@@ -41,6 +45,9 @@ class KeepsakeHost:
         self.flow: KeepsakeFlow | None = None
         self.view: Any = None  # the last frame's KeepsakeView (None: idle)
         self._still_shown: tuple[int, Any] = (0, None)  # (still serial, renderer) last uploaded
+        self._resolve: Callable[[str], Any] = str
+        self._brand_keys: tuple[str | None, str] = (None, "")  # (frame, frame_text) loaded
+        self._print_problem = ("", 0.0)  # why the last print-again printed nothing, and when
 
     def open(self, cfg: KioskConfig) -> None:
         """Start the service and its on-screen flow (the server starts in the background: the key
@@ -52,6 +59,16 @@ class KeepsakeHost:
 
         self.service = open_keepsakes(cfg)
         self.flow = KeepsakeFlow(FlowOptions.of(cfg.keepsake), self._keep)
+        self._resolve = cfg.resolve
+        self._load_brand(cfg.keepsake)
+
+    def _load_brand(self, k: KeepsakeConfig) -> None:
+        """The brand frame (``keepsake.frame``, ``frame_text``): one line when the file is unusable."""
+        from kiosk.keepsake.brand import load_frame
+
+        if self.flow is not None:
+            self.flow.brand = load_frame(k.frame, k.frame_text, self._resolve)
+            self._brand_keys = (k.frame, k.frame_text)
 
     def apply(self, new: KeepsakeConfig) -> None:
         """A reloaded config: limits, page text and printing are read where used; the flow takes
@@ -63,6 +80,8 @@ class KeepsakeHost:
 
             # keepsake.enabled applies at the next start: the server runs until then
             self.flow.options = dataclasses.replace(FlowOptions.of(new), enabled=True)
+            if (new.frame, new.frame_text) != self._brand_keys:
+                self._load_brand(new)
 
     def close(self) -> None:
         """Close the flow, then stop the server (the photos go, unless keep_on_disk). The service's
@@ -83,6 +102,8 @@ class KeepsakeHost:
 
     def step(self, actions: tuple[str, ...], mono: float, renderer: Any) -> None:
         """The keepsake key(s) of this frame, then the flow's step; a new still goes on screen once."""
+        if "print_again" in actions and self.service is not None:  # staff: the last photo again
+            self.print_again()
         flow = self.flow
         if flow is None:
             return
@@ -110,6 +131,15 @@ class KeepsakeHost:
             renderer.set_frame(kv.still_bgr)  # the stored pixels, at the camera's resolution
             self._still_shown = (kv.still_serial, renderer)
 
+    def print_again(self, copies: int = 1) -> str:
+        """Staff: print the last kept photo once more (the ``print_again`` key; a staff console may
+        call this): "" when queued, else why not (also the staff line's until the next print)."""
+        if self.service is None:
+            return "print again: keepsakes are off"
+        why = self.service.print_again(copies)
+        self._print_problem = (why, time.monotonic())
+        return why
+
     @property
     def frozen(self) -> bool:
         """A keepsake's still is on screen: the camera picture must not replace it."""
@@ -134,10 +164,20 @@ class KeepsakeHost:
 
     def staff_line(self) -> str:
         """The keepsakes' staff warning (server down, print failed), else ""."""
-        return self.service.staff_line() if self.service is not None else ""
+        if self.service is None:
+            return ""
+        why, since = self._print_problem
+        recent = why and time.monotonic() - since < PRINT_AGAIN_LINE_S
+        return self.service.staff_line() or (why if recent else "")
 
     def metrics(self) -> dict[str, int] | None:
-        return self.service.metrics() if self.service is not None else None
+        """The service's totals (stats JSON ``keepsakes``, the Prometheus file) and the visitors'
+        answers to the consent text (counted only: nothing else of them is kept)."""
+        if self.service is None:
+            return None
+        out = self.service.metrics()
+        out["consent_declined"] = self.flow.counts.consent_declined if self.flow is not None else 0
+        return out
 
     def flow_stats(self) -> dict[str, Any] | None:
         """What visitors did on screen (the keepsakes themselves are the service's metrics)."""

@@ -34,7 +34,15 @@ PREFIX = "faceswap_kiosk_"
 SOURCE_STATES = ("starting", "running", "reconnecting", "stopped")
 
 #: stats()["keepsakes"] counters reported as faceswap_kiosk_keepsakes_total{event=...}.
-_KEEPSAKE_EVENTS = ("taken", "downloaded", "printed", "print_failed", "expired", "evicted")
+_KEEPSAKE_EVENTS = (
+    "taken",
+    "downloaded",
+    "printed",
+    "print_failed",
+    "expired",
+    "evicted",
+    "consent_declined",
+)
 
 #: Every state of the processing stage (kiosk/app/counters.py processing_state).
 PROCESSING_STATES = ("ok", "slow", "stalled", "stopped")
@@ -292,8 +300,9 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
             "keepsakes_total",
             "counter",
             "Keepsake photos since the kiosk started: taken, downloaded (JPEGs served), printed, "
-            "print_failed, expired (deleted after keepsake.ttl_s), evicted (deleted early for max_photos/max_mb).",
-            [("", {"event": k}, keepsakes[k]) for k in _KEEPSAKE_EVENTS],
+            "print_failed, expired (deleted after keepsake.ttl_s), evicted (deleted early for max_photos/max_mb), "
+            "consent_declined (keepsake.consent not agreed to: nothing taken).",
+            [("", {"event": k}, keepsakes.get(k, 0)) for k in _KEEPSAKE_EVENTS],
         )
         t.family(
             "keepsake_refused_requests_total",

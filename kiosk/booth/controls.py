@@ -65,7 +65,8 @@ class ControlState:
         actions are resolved against ``keys``, the keys of the library snapshot they apply to;
         ``now`` (monotonic seconds) stamps a face switch. ``keepsake`` changes nothing here: the
         render loop's keepsake flow (:mod:`kiosk.keepsake.flow`) takes it from the applied
-        actions; refused when ``keepsakes_enabled`` is False (``keepsake.enabled``)."""
+        actions, and ``print_again`` (staff: the last photo printed once more) likewise; both refused
+        when ``keepsakes_enabled`` is False (``keepsake.enabled``)."""
         if action in ("next_face", "prev_face"):
             i = self.selected_index(keys)
             if i is None:
@@ -89,7 +90,7 @@ class ControlState:
             if not snapshots_enabled:
                 return False
             self.snapshot_requested = True
-        elif action == "keepsake":
+        elif action in ("keepsake", "print_again"):
             if not keepsakes_enabled:
                 return False
         elif action == "quit":

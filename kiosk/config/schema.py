@@ -575,6 +575,14 @@ class KeepsakeConfig(_Section):
     print_timeout_s: float = Field(
         60.0, ge=1, le=600, description="A print command running longer than this is stopped."
     )
+    print_copies: int = Field(
+        1, ge=1, le=10, description="Copies printed of each kept photo (with print_command)."
+    )
+    print_qr: bool = Field(
+        False,
+        description="Print the photo's QR code (its download address) in the photo's bottom-right "
+        "corner; the stored photo and the phone's copy stay without it.",
+    )
     allow: list[str] = Field(
         default_factory=_default_allow,
         description="Networks (CIDR) whose phones may fetch photos: the booth LAN. The server closes "
@@ -583,6 +591,24 @@ class KeepsakeConfig(_Section):
     )
     event_name: str = Field(
         "", max_length=120, description="The event's name on the visitor's photo page; empty: none."
+    )
+    frame: str | None = Field(
+        None,
+        description="Brand frame: a PNG with transparency drawn over every keepsake (the QR screen, the "
+        "phone, the print), scaled to cover the photo and centred (relative to the config file); null: "
+        "none. A missing, damaged or huge file is one log line and photos are made without it.",
+    )
+    frame_text: str = Field(
+        "",
+        max_length=80,
+        description="One line drawn along the bottom of every keepsake (event name, date); empty: none.",
+    )
+    consent: str = Field(
+        "",
+        max_length=300,
+        description="Shown when the keepsake key is pressed, before the countdown (the organiser's "
+        "wording); the visitor agrees with the same key within show_s, else nothing is taken; empty: "
+        "no question. Only counted: what was agreed and when is stored nowhere.",
     )
 
     @field_validator("listen", mode="before")

@@ -4,7 +4,7 @@ A small state machine driven by the render loop (:meth:`KeepsakeFlow.step`, once
 the loop's monotonic clock), so it needs no thread of its own and tests drive it with a fake
 clock::
 
-    IDLE ──press──► COUNTDOWN ──countdown_s──► CAPTURE ─┬─(confirm)──► CONFIRM ──press──► SAVING ──► SHOW ──show_s──► IDLE
+    IDLE ──press──► (CONSENT ──press──►) COUNTDOWN ──countdown_s──► CAPTURE ─┬─(confirm)──► CONFIRM ──press──► SAVING ──► SHOW ──show_s──► IDLE
       ▲               │ press: cancelled                └────────────────────────────────►┘  (no press within show_s: IDLE,
       └───────────────┘                                                                         nothing stored)
 
@@ -13,6 +13,11 @@ copied (:class:`~kiosk.keepsake.still.Picture`) and the screen freezes on it; th
 camera's full resolution, the JPEG encoding and the storing run on one worker thread, never in the
 render loop. Nothing is stored before consent when ``confirm`` is on; a failure shows one line for
 a few seconds and returns to live (the staff log says why).
+
+With ``consent`` (the organiser's text) a press first shows that text (CONSENT, over the live
+picture); only the same key again within ``show_s`` starts the countdown, else nothing is taken and
+the booth goes back to live. What was agreed and when is not kept anywhere, only counted
+(:attr:`FlowCounts.consented`, :attr:`FlowCounts.consent_declined`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from typing import Any, Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from kiosk.keepsake.brand import NO_FRAME, BrandFrame
 from kiosk.keepsake.privacy import photo_id
 from kiosk.keepsake.qr import qr_matrix
 from kiosk.keepsake.still import Picture, composite, encode_jpeg
@@ -42,6 +48,9 @@ FAILED_S = 4.0
 DISMISS_GRACE_S = 1.5
 PROMPT_KEEP = "Press again to keep this photo"
 PROMPT_KEEP_HINT = "Otherwise it is not saved"
+CONSENT_HINT = "Press again to agree \u2014 otherwise no photo is taken"
+#: A press this soon after the consent text appears does not agree (a double press, a bounce).
+CONSENT_GRACE_S = 0.5
 SCAN_TITLE = "Scan to take your photo home"
 NO_PICTURE = "No picture yet \u2014 try again in a moment"
 NOT_SAVED = "Sorry, the photo could not be saved"
@@ -56,6 +65,7 @@ UNAVAILABLE = "Sorry, photos are unavailable right now \u2014 nothing was saved"
 
 class Phase(str, Enum):
     IDLE = "idle"
+    CONSENT = "consent"  # the organiser's consent text, waiting for the press that agrees
     COUNTDOWN = "countdown"
     CAPTURE = "capture"  # the screen is frozen; the still is being composited
     CONFIRM = "confirm"  # the still is shown, asking for the second press
@@ -75,6 +85,7 @@ class FlowOptions:
     ttl_s: float = 900.0
     cooldown_s: float = 10.0
     takes_per_visitor: int = 5  # 0: no cap
+    consent: str = ""  # shown before the countdown; "": no question
 
     @classmethod
     def of(cls, keepsake: Any) -> FlowOptions:
@@ -87,6 +98,7 @@ class FlowOptions:
             ttl_s=float(keepsake.ttl_s),
             cooldown_s=float(keepsake.cooldown_s),
             takes_per_visitor=int(keepsake.takes_per_visitor),
+            consent=str(keepsake.consent),
         )
 
 
@@ -148,10 +160,28 @@ class FlowCounts:
     taken: int = 0  # stored, QR shown
     failed: int = 0
     limited: int = 0  # refused: keepsake.cooldown_s, takes_per_visitor or a full store
+    consented: int = 0  # the consent text agreed to (keepsake.consent)
+    consent_declined: int = 0  # the consent text not agreed to within show_s: nothing taken
     #: Key press → QR code on screen of the last keepsake, and since the still was taken (ms).
     latency_ms: float = 0.0
     capture_to_qr_ms: float = 0.0
     latencies_ms: list[float] = field(default_factory=list)
+
+    def stats(self) -> dict[str, Any]:
+        lat = sorted(self.latencies_ms)
+        return {
+            "started": self.started,
+            "cancelled": self.cancelled,
+            "declined": self.declined,
+            "shown": self.taken,
+            "failed": self.failed,
+            "limited": self.limited,
+            "consented": self.consented,
+            "consent_declined": self.consent_declined,
+            "latency_ms_last": round(self.latency_ms, 1) if self.taken else None,
+            "latency_ms_p50": round(lat[len(lat) // 2], 1) if lat else None,
+            "capture_to_qr_ms_last": round(self.capture_to_qr_ms, 1) if self.taken else None,
+        }
 
 
 class KeepsakeFlow:
@@ -170,7 +200,9 @@ class KeepsakeFlow:
     ) -> None:
         self.options = options
         self._save = save
-        self._make_still = make_still or _make_still
+        self._make_still = make_still or (lambda picture: framed_still(self.brand, picture))
+        #: The brand frame drawn over each still (``keepsake.frame``); the host sets it.
+        self.brand: BrandFrame = NO_FRAME
         self._clock = clock
         self._executor = executor
         self.phase = Phase.IDLE
@@ -198,8 +230,15 @@ class KeepsakeFlow:
         elif self.phase is Phase.IDLE:
             self.counts.started += 1
             self._t_press = now
-            self._enter(Phase.COUNTDOWN, now)
-            log.info("keepsake: countdown of %g s", self.options.countdown_s)
+            if self.options.consent:
+                self._enter(Phase.CONSENT, now)
+                log.info("keepsake: asking for consent")
+            else:
+                self._countdown(now)
+        elif self.phase is Phase.CONSENT and now - self._t_phase >= CONSENT_GRACE_S:
+            self.counts.consented += 1
+            log.info("keepsake: the visitor agreed")
+            self._countdown(now)
         elif self.phase is Phase.COUNTDOWN:
             self.counts.cancelled += 1
             log.info("keepsake: cancelled during the countdown")
@@ -211,6 +250,10 @@ class KeepsakeFlow:
             self._enter(Phase.SAVING, now)
         elif self.phase is Phase.SHOW and now - self._t_phase >= DISMISS_GRACE_S:
             self._back_to_live(now)
+
+    def _countdown(self, now: float) -> None:
+        self._enter(Phase.COUNTDOWN, now)
+        log.info("keepsake: countdown of %g s", self.options.countdown_s)
 
     def new_visitor(self) -> None:
         """The booth saw nobody (its attract screen came on): the next visitor's takes count anew."""
@@ -283,6 +326,10 @@ class KeepsakeFlow:
                 else:
                     self._job = self._submit(self._save, still.jpeg)
                     self._enter(Phase.SAVING, now)
+        elif phase is Phase.CONSENT and now - self._t_phase >= o.show_s:
+            self.counts.consent_declined += 1
+            log.info("keepsake: consent not given within %g s; nothing taken", o.show_s)
+            self._back_to_live(now)
         elif phase is Phase.CONFIRM and now - self._t_phase >= o.show_s:
             self.counts.declined += 1
             log.info("keepsake: not kept (no second press within %g s); nothing stored", o.show_s)
@@ -304,6 +351,14 @@ class KeepsakeFlow:
         if phase is Phase.IDLE:
             return IDLE_VIEW
         elapsed = now - self._t_phase
+        if phase is Phase.CONSENT:
+            return KeepsakeView(
+                phase.value,
+                prompt=o.consent,
+                hint=CONSENT_HINT,
+                remaining_s=max(0.0, o.show_s - elapsed),
+                total_s=o.show_s,
+            )
         if phase is Phase.COUNTDOWN:
             left = max(0.0, o.countdown_s - elapsed)
             count = max(1, int(np.ceil(left))) if o.countdown_s > 0 else 0
@@ -343,20 +398,7 @@ class KeepsakeFlow:
 
     def stats(self) -> dict[str, Any]:
         """The flow's figures for the stats JSON (``keepsake`` section)."""
-        c = self.counts
-        lat = sorted(c.latencies_ms)
-        return {
-            "phase": self.phase.value,
-            "started": c.started,
-            "cancelled": c.cancelled,
-            "declined": c.declined,
-            "shown": c.taken,
-            "failed": c.failed,
-            "limited": c.limited,
-            "latency_ms_last": round(c.latency_ms, 1) if c.taken else None,
-            "latency_ms_p50": round(lat[len(lat) // 2], 1) if lat else None,
-            "capture_to_qr_ms_last": round(c.capture_to_qr_ms, 1) if c.taken else None,
-        }
+        return {"phase": self.phase.value, **self.counts.stats()}
 
     @property
     def busy(self) -> bool:
@@ -429,6 +471,8 @@ class KeepsakeFlow:
         self._enter(Phase.IDLE, now)
 
 
-def _make_still(picture: Picture) -> Still:
-    bgr = composite(picture)
+def framed_still(brand: BrandFrame, picture: Picture) -> Still:
+    """The still with the brand frame over it (the worker thread): what the QR screen shows, the
+    phone fetches and the printer prints."""
+    bgr = brand.apply(composite(picture))
     return Still(bgr, encode_jpeg(bgr))

@@ -23,7 +23,14 @@ from kiosk.config import KeepsakeConfig, KioskConfig
 from kiosk.keepsake.counts import ServerCounts
 from kiosk.keepsake.printer import PrintCounts, Printer
 from kiosk.keepsake.process import KeepsakeServerProcess
-from kiosk.keepsake.store import SWEEP_EVERY_S, KeepsakeError, KeepsakeRecord, KeepsakeStore, StoreLimits
+from kiosk.keepsake.store import (
+    SWEEP_EVERY_S,
+    Found,
+    KeepsakeError,
+    KeepsakeRecord,
+    KeepsakeStore,
+    StoreLimits,
+)
 from kiosk.paths import keepsake_dir
 
 if TYPE_CHECKING:
@@ -65,6 +72,7 @@ class KeepsakeService:
         self.server_counts = ServerCounts()
         self.print_counts = PrintCounts()
         self.taken = 0
+        self.last: Keepsake | None = None  # the last kept photo (print again)
         self.problem = ""  # why keepsakes are unavailable ("" while they work)
         self.server: KeepsakeServer | KeepsakeServerProcess | None = None
         self.printer: Printer | None = None
@@ -146,9 +154,33 @@ class KeepsakeService:
             raise KeepsakeError(self.problem or "keepsake: the web server is not serving")
         record = self.store.add(jpeg)
         self.taken += 1
+        kept = Keepsake(record, self.server.url_for(record.token))
+        self.last = kept
         if self.printer is not None:
-            self.printer.submit(record.path)
-        return Keepsake(record, self.server.url_for(record.token))
+            self._print(kept, self.cfg.print_copies)
+        return kept
+
+    def _print(self, kept: Keepsake, copies: int) -> bool:
+        assert self.printer is not None
+        return self.printer.submit(kept.record.path, copies, kept.url if self.cfg.print_qr else "")
+
+    def print_again(self, copies: int = 1) -> str:
+        """Print the last kept photo again, ``copies`` copies (the staff key ``print_again``; a staff
+        console can call this too): "" when queued, else one line saying why not (also logged)."""
+        kept, why = self.last, ""
+        if self.printer is None:
+            why = "print again: printing is off (set keepsake.print_command)"
+        elif kept is None:
+            why = "print again: no photo has been kept yet"
+        elif self.store.lookup(kept.record.token).found is not Found.OK:
+            why = "print again: the last photo was deleted (keepsake.ttl_s); nothing to print"
+        elif not self._print(kept, copies):
+            return self.printer.problem
+        if why:
+            log.warning("keepsakes: %s", why)
+        else:
+            log.info("keepsakes: printing the last photo again (%d copies)", copies)
+        return why
 
     def apply(self, cfg: KeepsakeConfig) -> None:
         """A reloaded config: limits, page text and printing now (the address at the next start)."""

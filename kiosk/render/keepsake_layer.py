@@ -211,7 +211,10 @@ class KeepsakeLayer(UiLayer):
         base_px, message_px = text_sizes(logical_size, self._text_scale)
         big, small = self._font(message_px), self._font(base_px)
         bm, sm = TextMetrics.of(big), TextMetrics.of(small)
-        lines = big.wrap(view.prompt, width * 0.8, max_lines=2)
+        lines = big.wrap(view.prompt, width * 0.8, max_lines=99)
+        if len(lines) > 2:  # an organiser's consent text: the smaller size, up to 6 lines
+            big, bm = small, sm
+            lines = big.wrap(view.prompt, width * 0.8, max_lines=6)
         text_w = max([big.measure(t) for t in lines] + [small.measure(view.hint)])
         box_w = text_w + 2 * bm.pad_x
         box_h = len(lines) * bm.line + bm.pad_y * 2 + (sm.line + sm.pad_y if view.hint else 0) + sm.pad_y * 2

@@ -19,7 +19,7 @@ from kiosk.types import FrameBGR
 class KeepsakeView:
     """The keepsake flow's frame, frozen."""
 
-    #: The flow's phase (idle, countdown, capture, confirm, saving, show, failed), for stats and tests.
+    #: The flow's phase (idle, consent, countdown, capture, confirm, saving, show, failed), for stats and tests.
     phase: str
     #: The countdown's digit (3, 2, 1; 0: none), and how far into that second we are (0..1).
     count: int = 0
