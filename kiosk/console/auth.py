@@ -167,10 +167,12 @@ def csrf_ok(session: Session, given: str | None) -> bool:
 
 
 def same_origin(origin: str | None, fetch_site: str | None, host: str | None) -> bool:
-    """A state-changing request that no other site's page sent: no ``Origin`` (a script) or one
-    naming this host, and ``Sec-Fetch-Site`` (sent by browsers) absent, same-origin or none."""
-    if fetch_site is not None and fetch_site not in ("same-origin", "none"):
-        return False
+    """A state-changing request that no other site's page sent. ``Sec-Fetch-Site`` (sent by every
+    current browser) decides when present: same-origin or none (typed, a bookmark). Else an
+    ``Origin`` must name this host; none at all is a script. (Under ``Referrer-Policy:
+    no-referrer`` a browser's own form sends ``Origin: null``, with ``Sec-Fetch-Site``.)"""
+    if fetch_site is not None:
+        return fetch_site in ("same-origin", "none")
     if origin is None:
         return True
     return host is not None and origin.split("://", 1)[-1] == host

@@ -47,7 +47,8 @@ SCRIPT = """'use strict';
       if (r.status === 401) { location.href = '/login'; return null; }
       return r.ok ? r.json() : null;
     }).then(function (s) {
-      if (!s || !s.kiosk) { set('age', 'kiosk not answering'); return; }
+      if (!s || !s.fps) { set('age', 'waiting for the kiosk'); return; }
+      if (!s.kiosk_answering) { set('age', 'the kiosk is not answering'); return; }
       set('swapping', s.swapping ? 'on' : 'off');
       set('face', s.face || '-');
       set('mode', s.mode);
