@@ -30,7 +30,7 @@ def test_two_commands_are_there_and_ci_runs_the_test_command():
     assert test_command.startswith(".venv/bin/python -m pytest -q"), test_command
     ci = (ROOT / ".ci" / "run").read_text()
     assert ci.strip().splitlines()[-1] == test_command, "CI must end with exactly the README's test command"
-    assert "\n.venv/bin/python -m pytest -q -n 2 -m slow --reruns 2\n" in ci, "CI runs the slow tests too"
+    assert "\n.venv/bin/python -m pytest -q -n 2 -m slow --reruns 2" in ci, "CI runs the slow tests too"
     assert "\nbash scripts/check_wheel.sh\n" in ci  # the installed wheel, outside the checkout
 
 

@@ -11,8 +11,9 @@ Each concern is its own module of :mod:`kiosk.app`, owning its state:
 - :mod:`~kiosk.app.reload`: the config in force and its live reload (:mod:`~kiosk.app.reload_table`);
 - :mod:`~kiosk.app.screen`: the picture on screen and the render meters;
   :mod:`~kiosk.app.counters`: the one snapshot per frame and everything derived from it;
-- :mod:`~kiosk.app.display`, :mod:`~kiosk.app.shots`, :mod:`~kiosk.app.keepsake_host`: the window,
-  snapshots and screenshots, keepsakes.
+- :mod:`~kiosk.app.display`, :mod:`~kiosk.app.shots`, :mod:`~kiosk.app.keepsake_host`,
+  :mod:`~kiosk.app.console_host`: the window, snapshots and screenshots, keepsakes, the staff
+  console (its process, the status sent to it, the commands it brings back).
 
 What staff and visitors do with the booth (input, quit policy, attract mode, selection, thumbnails)
 is the booth session's (:mod:`kiosk.booth.session`): the loop calls it once per frame and draws the
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kiosk.app.console_host import ConsoleHost
 from kiosk.app.counters import (
     CounterReader,
     Counters,
@@ -107,6 +109,7 @@ class KioskApp:
         self.screen = Screen()
         #: Keepsakes (keepsake.enabled): the service and its on-screen flow, while run() runs.
         self.keepsake = KeepsakeHost(self.session, lambda: self.screen.shown_picture)
+        self.console = ConsoleHost(self.controls, lambda: self.library, self.keepsake, self.signals.reload)
         #: Hang supervision: abandons hung calls, restarts dead workers, owns the workers' meters.
         self.supervisor = Supervisor(self.stop)
         #: Every buffer and worker thread (:mod:`kiosk.app.wiring`: built once, rebuilt through it).
@@ -132,6 +135,7 @@ class KioskApp:
             self.shots,
             self.controls,
             self.stop,
+            self.console,
         )
         #: The render loop (its schedule and pacing; reads LoopOptions, never the config).
         self.loop = RenderLoop(self, self.parts, LoopOptions.of(cfg, opts), clock=clock, sleep=sleep)
@@ -288,7 +292,7 @@ class KioskApp:
         """The staff warning line: a config problem, else the keepsakes' (server down, print failed);
         and the snapshot folder's (snapshots kept in memory while it is full)."""
         first = self.reload.problem or self.keepsake.staff_line()
-        return " · ".join(p for p in (first, self.shots.problem) if p)
+        return " · ".join(p for p in (first, self.console.staff_line(), self.shots.problem) if p)
 
     def status_text(self, counters: Counters | None = None) -> str:
         """One line for systemd's STATUS= (``systemctl status faceswap-kiosk``)."""
@@ -320,6 +324,7 @@ class KioskApp:
         self._t_start_unix = time.time()
         self.reload.monitor = self.reload.new_monitor()
         self.keepsake.open(self.cfg)
+        self.console.open(self.cfg)
         self._start_workers()
         try:
             self.loop.run(notifier, t0)
@@ -330,6 +335,7 @@ class KioskApp:
             notifier.stopping()
             self.shots.close()  # the last screenshot is on disk when run returns
             self.shutdown()
+            self.console.close()
             self.keepsake.close()  # the server stops, the photos go (unless keep_on_disk)
             self.write_stats()
             if self.reload.monitor is not None:

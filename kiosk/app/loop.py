@@ -181,7 +181,8 @@ class RenderLoop:
         )
         # -- the booth: input → actions, library, attract mode, the frame's view (one block) --
         mono = self._monotonic()
-        view = p.session.step(p.display.surface.poll_events(), result, mono, host.staff_problem())
+        staff = p.console.actions(mono)  # the staff console's commands, applied like keys
+        view = p.session.step(p.display.surface.poll_events(), result, mono, host.staff_problem(), staff)
         if view.quit_requested:
             p.stop.set()
         p.keepsake.step(view.actions, mono, renderer)
@@ -193,6 +194,7 @@ class RenderLoop:
         # the frame's one snapshot: overlay, STATUS, stats file, monitoring
         counters = host.counters(now, detailed=p.controls.debug or reports.stats or reports.monitor)
         self.overlay = OverlayState(**host.overlay_texts(now, counters))
+        p.console.publish(counters, mono)  # twice a second: the status for the staff console
         self._draw(self.overlay, view.booth, mono, now)
         t_shown = self._clock()
         screen.presented(t_shown, mode, shown)
@@ -209,6 +211,7 @@ class RenderLoop:
         p.display.renderer.draw(size, overlay, booth=booth, now=mono, **extra)
         if p.controls.snapshot_requested:
             self.host.take_snapshot(surface)
+        p.console.capture(surface, mono)  # the console's thumbnail of the screen, when due
         p.shots.retry_snapshots()
         every = self.options.screenshot_every_s
         if every and now >= self._schedule.shot:

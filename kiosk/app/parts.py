@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kiosk.app.display import Display
 from kiosk.app.keepsake_host import KeepsakeHost
@@ -13,6 +14,14 @@ from kiosk.app.shots import Shots
 from kiosk.app.wiring import Workers
 from kiosk.booth.controls import ControlState
 from kiosk.booth.session import BoothSession
+
+
+class StaffConsole(Protocol):
+    """What a frame asks of the staff console (:class:`kiosk.app.console_host.ConsoleHost`)."""
+
+    def actions(self, mono: float) -> tuple[str, ...]: ...  # its commands, as booth actions
+    def publish(self, counters: Any, mono: float) -> None: ...  # the frame's Counters, when due
+    def capture(self, surface: Any, mono: float) -> None: ...  # the screen's thumbnail, when due
 
 
 @dataclass(frozen=True)
@@ -27,3 +36,4 @@ class FrameParts:
     shots: Shots
     controls: ControlState  # the staff toggles (shared with the inference thread)
     stop: threading.Event  # the kiosk's stop
+    console: StaffConsole  # the staff console (console.enabled): its commands, the status sent to it

@@ -78,6 +78,8 @@ RELOAD_TABLE: dict[str, frozenset[Part]] = {
     **_rows("keepsake", "frame frame_text consent"),
     # the web server, its address and the systemd unit's network rules (a drop-in from the config)
     **_rows("keepsake", "enabled listen url_base tls_cert tls_key allow", Part.RESTART),
+    # the staff console's server, its PIN and the unit's network rules, like the keepsake server's
+    **_rows("console", "enabled listen pin pin_file allow", Part.RESTART),
 }
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -98,14 +99,19 @@ class BoothSession:
 
     # -- one frame -------------------------------------------------------------------------------
     def step(
-        self, keys: list[str], result: SwapResult | None, now: float, config_problem: str = ""
+        self,
+        keys: list[str],
+        result: SwapResult | None,
+        now: float,
+        config_problem: str = "",
+        staff_actions: Sequence[str] = (),
     ) -> SessionView:
         """One frame: take the library snapshot once, keep the selection valid in it, apply the
-        keys pressed (and the gamepad's buttons) against it, update attract mode from ``result``
-        (the newest processed frame, None if none came), and return the frame's view. ``now``:
-        monotonic seconds."""
+        keys pressed (and the gamepad's buttons, and ``staff_actions``: the staff console's)
+        against it, update attract mode from ``result`` (the newest processed frame, None if none
+        came), and return the frame's view. ``now``: monotonic seconds."""
         faces = self._sync(self.library.snapshot)
-        actions = self._apply_input(keys, faces, now)
+        actions = self._apply_input(keys, faces, now, staff_actions)
         self._update_attract(result, now)
         return self._view(faces, now, config_problem, actions)
 
@@ -151,10 +157,13 @@ class BoothSession:
         self._thumbs = tuple(FaceThumb(key=e.key, name=e.name, load=e.thumbnail) for e in faces.entries)
         return faces
 
-    def _apply_input(self, keys: list[str], faces: LibrarySnapshot, now: float) -> tuple[str, ...]:
+    def _apply_input(
+        self, keys: list[str], faces: LibrarySnapshot, now: float, staff_actions: Sequence[str] = ()
+    ) -> tuple[str, ...]:
         pressed = [(key, a) for key in keys for a in self.keyboard.actions([key])]
         if self.gamepad is not None:
             pressed += [("", a) for a in self.gamepad.poll()]
+        pressed += [("", a) for a in staff_actions if a != "quit"]  # the console never quits
         applied: list[str] = []
         face_keys = faces.keys
         for key, action in pressed:

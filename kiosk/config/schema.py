@@ -7,16 +7,17 @@ whose ``problems`` are one-line messages of the form ``file:line: key.path: mess
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import shlex
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from kiosk.bindings import ACTIONS, DEFAULT_GAMEPAD, DEFAULT_KEYBOARD, GAMEPAD_BUTTONS
+from kiosk.config.console import ConsoleConfig
+from kiosk.config.sections import Section, default_allow, host_port, networks
 from kiosk.paths import PACKAGE_PREFIX, package_file
 
 Rotation = Literal[0, 90, 180, 270]
@@ -27,8 +28,7 @@ def _default_providers() -> list[ProviderName]:
     return ["cuda", "cpu"]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+_Section = Section
 
 
 class CameraConfig(_Section):
@@ -484,23 +484,6 @@ class MonitoringConfig(_Section):
         return v
 
 
-def _host_port(v: str) -> tuple[str, int]:
-    """``"0.0.0.0:8088"`` / ``"[::]:8088"`` → (host, port); ValueError with the fix otherwise."""
-    host, sep, port = v.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]") if host.startswith("[") else host
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError("must be address:port, e.g. 0.0.0.0:8088 (all interfaces) or 192.168.1.10:8088")
-    try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        raise ValueError(f"{host} is not an IP address; use e.g. 0.0.0.0:8088 or 192.168.1.10:8088") from None
-    return host, int(port)
-
-
-def _default_allow() -> list[str]:
-    return ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7"]
-
-
 class KeepsakeConfig(_Section):
     enabled: bool = Field(
         False,
@@ -584,7 +567,7 @@ class KeepsakeConfig(_Section):
         "corner; the stored photo and the phone's copy stay without it.",
     )
     allow: list[str] = Field(
-        default_factory=_default_allow,
+        default_factory=default_allow,
         description="Networks (CIDR) whose phones may fetch photos: the booth LAN. The server closes "
         "connections from any other address (this machine excepted), and the systemd unit's "
         "IPAddressAllow= drops their packets.",
@@ -614,7 +597,7 @@ class KeepsakeConfig(_Section):
     @field_validator("listen", mode="before")
     @classmethod
     def _listen(cls, v: Any) -> Any:
-        _host_port(str(v) if isinstance(v, int | str) and not isinstance(v, bool) else "?")
+        host_port(str(v) if isinstance(v, int | str) and not isinstance(v, bool) else "?")
         return v
 
     @field_validator("url_base")
@@ -646,19 +629,7 @@ class KeepsakeConfig(_Section):
     @field_validator("allow")
     @classmethod
     def _allow(cls, v: list[str]) -> list[str]:
-        out = []
-        for item in v:
-            try:
-                out.append(str(ipaddress.ip_network(item, strict=False)))
-            except ValueError:
-                raise ValueError(
-                    f"{item} is not a network; use CIDR such as 192.168.1.0/24 or 10.0.0.0/8"
-                ) from None
-        if not out:
-            raise ValueError(
-                "is empty: no phone could fetch a photo; name the booth LAN, e.g. 192.168.1.0/24"
-            )
-        return out
+        return networks(v, "phone could fetch a photo")
 
     @model_validator(mode="after")
     def _tls_pair(self) -> KeepsakeConfig:
@@ -669,7 +640,7 @@ class KeepsakeConfig(_Section):
 
     def listen_host_port(self) -> tuple[str, int]:
         """``listen`` split into (host, port)."""
-        return _host_port(self.listen)
+        return host_port(self.listen)
 
 
 class KioskConfig(_Section):
@@ -686,6 +657,7 @@ class KioskConfig(_Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)  # type: ignore[arg-type]
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)  # type: ignore[arg-type]
     keepsake: KeepsakeConfig = Field(default_factory=KeepsakeConfig)  # type: ignore[arg-type]
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)  # type: ignore[arg-type]
     #: Folder of the YAML file; relative paths in the config resolve against it. Not a YAML key.
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 

@@ -27,6 +27,26 @@ _TOKEN_IN_TEXT = re.compile(
 )
 
 
+#: Secrets no log line may carry (the staff console's PIN): :func:`hide_secret` adds one.
+_SECRETS: set[str] = set()
+SECRET_HIDDEN = "<secret hidden>"
+
+
+def hide_secret(secret: str) -> None:
+    """From now on, every log line written through the kiosk's formatters shows ``secret`` (a
+    PIN) as :data:`SECRET_HIDDEN`."""
+    if secret:
+        _SECRETS.add(secret)
+
+
+def hide_secrets(text: str) -> str:
+    """``text`` with every secret given to :func:`hide_secret` replaced."""
+    for secret in _SECRETS:
+        if secret in text:
+            text = text.replace(secret, SECRET_HIDDEN)
+    return text
+
+
 def photo_id(token: str) -> str:
     """A short, non-reversible name of the photo behind ``token`` for logs."""
     return hashlib.sha256(b"keepsake photo id:" + token.encode()).hexdigest()[:8]

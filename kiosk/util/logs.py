@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kiosk.keepsake.privacy import hide_tokens
+from kiosk.keepsake.privacy import hide_secrets, hide_tokens
 
 #: A line seen again within this many seconds is counted, not written.
 REPEAT_WINDOW_S = 60.0
@@ -94,10 +94,11 @@ def unsurrogate(text: str) -> str:
 
 class SafeFormatter(logging.Formatter):
     """A formatter whose lines any stream can write: a file name's undecodable bytes as ``\\xNN``;
-    a keepsake's token (a visitor's photo's secret address) as its photo id."""
+    a keepsake's token (a visitor's photo's secret address) as its photo id; the staff console's
+    PIN (:func:`~kiosk.keepsake.privacy.hide_secret`) hidden."""
 
     def format(self, record: logging.LogRecord) -> str:
-        return hide_tokens(unsurrogate(super().format(record)))
+        return hide_secrets(hide_tokens(unsurrogate(super().format(record))))
 
 
 def safe_file_handler(path: Path, max_bytes: int = 10_000_000, backups: int = 5) -> logging.Handler:
