@@ -86,8 +86,8 @@ def test_fits_recover_a_known_transform_and_auto_picks_by_residual() -> None:
 def test_packed_source_round_trips_and_a_neural_latent_is_refused() -> None:
     crop = np.random.default_rng(1).integers(0, 256, (SOURCE_PX, SOURCE_PX, 3), dtype=np.uint8)
     kps = np.arange(10, dtype=np.float32).reshape(5, 2)
-    back, kps_back = unpack_source(pack_source(crop, kps))
-    assert np.array_equal(back, crop) and np.array_equal(kps_back, kps)
+    back, kps_back, mesh_back = unpack_source(pack_source(crop, kps))
+    assert np.array_equal(back, crop) and np.array_equal(kps_back, kps) and mesh_back is None
     with pytest.raises(ValueError, match="not a classic source"):
         unpack_source(np.ones((1, 512), np.float32))
 

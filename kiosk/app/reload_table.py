@@ -58,7 +58,9 @@ RELOAD_TABLE: dict[str, frozenset[Part]] = {
     **_rows("processing", "source_face", L, S),
     **_rows("mask", "shape padding feather mouth occlusion", S),
     **_rows(
-        "models", "dir detector embedder swapper accept_noncommercial_licence enhancer parser providers", S
+        "models",
+        "dir detector embedder swapper mesh accept_noncommercial_licence enhancer parser providers",
+        S,
     ),
     **_rows("faces", "dir cache_dir rescan_s similar_size_ratio thumb_px", L, S),
     **_rows("ui", "carousel banner attract_after_s attract_title attract_lines attract_cycle_s"),

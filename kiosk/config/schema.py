@@ -182,6 +182,13 @@ class ModelsConfig(_Section):
         "accept_noncommercial_licence); auto: InSwapper when accept_noncommercial_licence is true and it, "
         "the embedder (and, with detector auto, det_10g.onnx) are in models.dir, else classic.",
     )
+    mesh: str | None = Field(
+        None,
+        description="Dense face mesh of the classic swap: package:data/models/face_mesh_468.onnx (MediaPipe "
+        "Face Mesh, 468 points, Apache-2.0, bundled) warps the photo's face triangle by triangle onto the "
+        "visitor's mesh, so mouth, eyes and head follow the visitor; null: the 5-point swap (the photo's "
+        "expression).",
+    )
     accept_noncommercial_licence: bool = Field(
         False,
         description="This booth accepts the non-commercial licence of InsightFace's weights (InSwapper, "

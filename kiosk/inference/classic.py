@@ -23,6 +23,16 @@ restore, occlusion), feather, the GPU composite and live carrying.
   vs 0.67); the similarity is the default.
 
 One ``cv2.warpAffine`` of a 128 crop per face: tens of microseconds, far below the detector.
+
+**v2, with the dense face mesh** (``models.mesh``, :mod:`kiosk.inference.face_mesh`; the default):
+the photo's 468 mesh points are kept with its crop, the visitor's are found on every frame on the
+detector's box, and the source crop is warped triangle by triangle onto the visitor's mesh
+(:class:`~kiosk.inference.mesh_warp.MeshWarp`), so the mouth opens and closes, the eyes blink and
+the head turns with the visitor; the eye openings and the inside of the mouth are the visitor's,
+and the face's alpha (:attr:`ClassicSwapper.face_alpha`) follows the mesh's outline. The 5-point
+fit above stays as the fallback: no mesh model (``models.mesh: null``, or its file unusable: one
+line in the log), a photo whose mesh was not found, or a visitor frame where the mesh's face
+presence is below :data:`~kiosk.inference.face_mesh.MIN_PRESENCE`.
 """
 
 from __future__ import annotations
@@ -35,9 +45,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.inference.align import align_matrix, warp_crop
+from kiosk.inference.face_mesh import MESH_POINTS, MIN_PRESENCE, FaceMesh
 from kiosk.inference.mask import crop_keypoints
+from kiosk.inference.mesh_warp import MeshWarp
 from kiosk.inference.specs import CLASSIC_SWAPPER, ModelSpec
-from kiosk.types import Affine2x3, FrameBGR, Landmarks5
+from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5
 
 __all__ = [
     "CLASSIC",
@@ -54,8 +66,9 @@ CLASSIC = "classic"
 #: Side of the aligned source crop kept per library face (a 512 swap resolution upsamples it).
 SOURCE_PX = 256
 #: Layout version of a packed source; changes the face cache key (stale entries are recomputed).
-SOURCE_VERSION = 1
-_HEADER = 12  # [version, side, 10 keypoint coordinates]
+SOURCE_VERSION = 2
+#: [version, side, 10 keypoint coordinates, has mesh (0/1), 468 x (x, y) mesh points in the crop]
+_HEADER = 13 + 2 * MESH_POINTS
 
 Fit = Literal["auto", "affine", "similarity"]
 #: ``auto``: the similarity, unless it leaves the five keypoints this far (mean, in px of a 128 crop)
@@ -63,29 +76,49 @@ Fit = Literal["auto", "affine", "similarity"]
 AUTO_RESIDUAL_PX = 4.0
 
 
-def pack_source(crop_bgr: FrameBGR, kps_crop: NDArray[np.floating]) -> NDArray[np.float32]:
-    """One float32 vector holding an aligned source crop and its keypoints (what the face library
-    caches as the entry's latent): ``[version, side, x0, y0, ... x4, y4, pixels (side, side, 3) BGR]``."""
+def pack_source(
+    crop_bgr: FrameBGR, kps_crop: NDArray[np.floating], mesh_crop: NDArray[np.floating] | None = None
+) -> NDArray[np.float32]:
+    """One float32 vector holding an aligned source crop, its keypoints and (when found) its mesh
+    (what the face library caches as the entry's latent): ``[version, side, x0, y0, ... x4, y4,
+    has_mesh, mesh (468, 2), pixels (side, side, 3) BGR]``."""
     side = int(crop_bgr.shape[0])
     if crop_bgr.shape != (side, side, 3):
         raise ValueError(f"source crop must be (S, S, 3), got {crop_bgr.shape}")
-    out = np.empty(_HEADER + side * side * 3, np.float32)
+    out = np.zeros(_HEADER + side * side * 3, np.float32)
     out[0], out[1] = SOURCE_VERSION, side
-    out[2:_HEADER] = np.asarray(kps_crop, np.float32).reshape(10)
+    out[2:12] = np.asarray(kps_crop, np.float32).reshape(10)
+    if mesh_crop is not None:
+        out[12] = 1.0
+        out[13:_HEADER] = np.asarray(mesh_crop, np.float32).reshape(2 * MESH_POINTS)
     out[_HEADER:] = crop_bgr.reshape(-1)
     return out
 
 
-def unpack_source(latent: NDArray[np.floating]) -> tuple[FrameBGR, NDArray[np.float32]]:
-    """(aligned source crop uint8, its five keypoints) from :func:`pack_source`'s vector; a
-    ``ValueError`` for anything else (e.g. an InSwapper latent of 512 values)."""
+def unpack_source(
+    latent: NDArray[np.floating],
+) -> tuple[FrameBGR, NDArray[np.float32], NDArray[np.float32] | None]:
+    """(aligned source crop uint8, its five keypoints, its mesh or None) from :func:`pack_source`'s
+    vector; a ``ValueError`` for anything else (e.g. an InSwapper latent of 512 values, or a
+    version 1 entry: the face library recomputes it)."""
     v = np.asarray(latent).reshape(-1)
     side = int(v[1]) if v.size > _HEADER else 0
     if v.size <= _HEADER or int(v[0]) != SOURCE_VERSION or v.size != _HEADER + side * side * 3:
         raise ValueError(f"not a classic source face ({v.size} values); the face library recomputes it")
     crop = np.clip(np.rint(v[_HEADER:]), 0, 255).astype(np.uint8).reshape(side, side, 3)
-    kps = np.asarray(v[2:_HEADER], np.float32).reshape(5, 2)
-    return crop, kps
+    kps = np.asarray(v[2:12], np.float32).reshape(5, 2)
+    mesh = np.asarray(v[13:_HEADER], np.float32).reshape(MESH_POINTS, 2) if v[12] > 0.5 else None
+    return crop, kps, mesh
+
+
+def box_of_kps(kps: Landmarks5) -> NDArray[np.float32]:
+    """A face box for five keypoints alone (a caller with no detector box): centred between the eyes
+    and the mouth, 2.2 eye-to-mouth distances on a side (about what the detectors return)."""
+    k = np.asarray(kps, np.float64).reshape(5, 2)
+    eyes, mouth = (k[0] + k[1]) / 2, (k[3] + k[4]) / 2
+    c = (eyes + mouth) / 2
+    half = 1.1 * max(float(np.hypot(*(mouth - eyes))), 1.0)
+    return np.array([c[0] - half, c[1] - half, c[0] + half, c[1] + half], np.float32)
 
 
 def residual_px(m: Affine2x3, src: NDArray[np.floating], dst: NDArray[np.floating]) -> float:
@@ -118,43 +151,66 @@ def fit_keypoints(
 
 
 class ClassicSwapper:
-    """The swapper role without a model: ``align`` the visitor, ``infer`` the source crop onto it.
+    """The swapper role without a swap model: ``align`` the visitor, ``infer`` the source crop onto
+    it (v2: through both faces' meshes when ``mesh`` is given, else by the five keypoints).
 
     The same interface as :class:`~kiosk.inference.swapper.InSwapper` where the pipeline uses it
     (``size_px``, ``spec``, ``provider``, ``align`` / ``infer`` / ``to_bgr``, ``align_tiles`` /
-    ``infer_tiles`` for 256/512 crops, ``aligned_crop`` / ``tiles_crop``, ``warm_up``). Not
-    thread-safe: reused buffers, one instance per pipeline."""
+    ``infer_tiles`` for 256/512 crops, ``aligned_crop`` / ``tiles_crop``, ``warm_up``), plus
+    :meth:`align_face` (the detector's whole face: the mesh runs on its box) and
+    :attr:`face_alpha`. Not thread-safe: reused buffers, one instance per pipeline."""
 
     size_px = 128
     template = "arcface_128"
 
-    def __init__(self, fit: Fit = "similarity", spec: ModelSpec = CLASSIC_SWAPPER) -> None:
+    def __init__(
+        self, fit: Fit = "similarity", spec: ModelSpec = CLASSIC_SWAPPER, mesh: FaceMesh | None = None
+    ) -> None:
         if fit not in ("auto", "affine", "similarity"):
             raise ValueError(f"fit must be auto, affine or similarity, got {fit!r}")
         self.fit: Fit = fit
         self.spec = spec
-        #: No ONNX session: the warp runs on the CPU of the inference thread.
+        #: The dense face mesh (None: the 5-point swap).
+        self.mesh = mesh
+        #: No swap model: the warp runs on the CPU of the inference thread (the mesh on its provider).
         self.provider = "CPU (no model)"
-        self.runner = None
+        self.runner = None if mesh is None else mesh.runner
+        self._warp = MeshWarp() if mesh is not None else None
         self._crops: dict[int, FrameBGR] = {}
         self._out: dict[int, FrameBGR] = {}
         self._visitor_kps = np.zeros((5, 2), np.float32)
+        self._visitor_mesh: tuple[NDArray[np.float32], NDArray[np.float32]] | None = None
         self._size = self.size_px
         self._source_of: NDArray[np.float32] | None = None
-        self._source: tuple[FrameBGR, NDArray[np.float32]] | None = None
+        self._source: tuple[FrameBGR, NDArray[np.float32], NDArray[np.float32] | None] | None = None
         self.last_fit: Affine2x3 = np.eye(2, 3)
+        #: The last swapped face's alpha from the mesh (crop-sized uint8; the pipeline multiplies it
+        #: into the configured mask), or None when the last face was swapped by the five keypoints.
+        self.face_alpha: NDArray[np.uint8] | None = None
 
     # -- the source face, once per photo ------------------------------------------------------------
-    def source_latent(self, image_bgr: FrameBGR, kps: Landmarks5) -> NDArray[np.float32]:
+    def source_latent(
+        self, image_bgr: FrameBGR, kps: Landmarks5, face: Face | None = None
+    ) -> NDArray[np.float32]:
         """The photo's face aligned into a :data:`SOURCE_PX` crop (the swap template), packed
-        with its crop keypoints (:func:`pack_source`)."""
+        with its crop keypoints and, with a mesh model, its mesh in the crop (:func:`pack_source`).
+        ``face``: the detector's face (its box places the mesh), else a box from ``kps``."""
         m = align_matrix(kps, self.template, SOURCE_PX)
         crop = cv2.warpAffine(
             image_bgr, m, (SOURCE_PX, SOURCE_PX), flags=cv2.INTER_AREA, borderMode=cv2.BORDER_REPLICATE
         )
-        return pack_source(np.asarray(crop, np.uint8), crop_keypoints(kps, m))
+        mesh_crop = None
+        if self.mesh is not None:
+            if face is None:
+                face = Face(box_of_kps(kps), 1.0, np.asarray(kps, np.float32))
+            found = self.mesh.points(image_bgr, face)
+            if found.presence >= MIN_PRESENCE:
+                mesh_crop = found.xy @ m[:, :2].T.astype(np.float32) + m[:, 2].astype(np.float32)
+        return pack_source(np.asarray(crop, np.uint8), crop_keypoints(kps, m), mesh_crop)
 
-    def _source_crop(self, latent: NDArray[np.float32]) -> tuple[FrameBGR, NDArray[np.float32]]:
+    def _source_crop(
+        self, latent: NDArray[np.float32]
+    ) -> tuple[FrameBGR, NDArray[np.float32], NDArray[np.float32] | None]:
         if latent is not self._source_of or self._source is None:  # a new face: unpack it once
             self._source = unpack_source(latent)
             self._source_of = latent
@@ -167,14 +223,29 @@ class ClassicSwapper:
             buf = pool[size_px] = np.zeros((size_px, size_px, 3), np.uint8)
         return buf
 
+    def align_face(self, frame_bgr: FrameBGR, face: Face, size_px: int) -> Affine2x3:
+        """:meth:`align_tiles` for the detector's ``face``, and (with a mesh model) the visitor's
+        mesh on its box, mapped into the crop."""
+        m = self.align_tiles(frame_bgr, face.kps, size_px)
+        if self.mesh is not None:
+            found = self.mesh.points(frame_bgr, face)
+            if found.presence >= MIN_PRESENCE:
+                a = m[:, :2].astype(np.float32)
+                scale = float(np.hypot(m[0, 0], m[1, 0]))
+                xy = found.xy @ a.T + m[:, 2].astype(np.float32)
+                self._visitor_mesh = (xy, found.z * np.float32(scale))
+        return m
+
     def align_tiles(self, frame_bgr: FrameBGR, kps: Landmarks5, size_px: int) -> Affine2x3:
         """Align the visitor's face into the reused ``size_px`` crop (the colour correction's
-        reference); the frame→crop matrix (the same as InSwapper's for that size)."""
+        reference); the frame→crop matrix (the same as InSwapper's for that size). Forgets the
+        last visitor mesh (:meth:`align_face` finds this face's)."""
         if size_px % self.size_px or size_px < self.size_px:
             raise ValueError(f"swap resolution must be a multiple of {self.size_px}, got {size_px}")
         m = align_matrix(kps, self.template, size_px)
         warp_crop(frame_bgr, m, size_px, out=self._buffer(self._crops, size_px))
         self._visitor_kps = crop_keypoints(kps, m)
+        self._visitor_mesh = None
         self._size = size_px
         return m
 
@@ -183,13 +254,20 @@ class ClassicSwapper:
         return self.align_tiles(frame_bgr, kps, self.size_px)
 
     def infer_tiles(self, latent: NDArray[np.float32], out_bgr: FrameBGR | None = None) -> FrameBGR:
-        """The source face warped onto the last aligned visitor crop (into ``out_bgr`` when given)."""
+        """The source face warped onto the last aligned visitor crop (into ``out_bgr`` when given):
+        through the meshes when both faces have one, else by the five keypoints."""
         size = self._size
-        src, src_kps = self._source_crop(latent)
-        m = fit_keypoints(src_kps, self._visitor_kps, self.fit, size)
-        self.last_fit = m
+        src, src_kps, src_mesh = self._source_crop(latent)
         if out_bgr is None or out_bgr.shape != (size, size, 3):
             out_bgr = np.empty((size, size, 3), np.uint8)
+        visitor = self._visitor_mesh
+        if self._warp is not None and src_mesh is not None and visitor is not None:
+            self._warp.warp(src, src_mesh, self.tiles_crop, visitor[0], visitor[1], out_bgr)
+            self.face_alpha = self._warp.alpha
+            return out_bgr
+        self.face_alpha = None
+        m = fit_keypoints(src_kps, self._visitor_kps, self.fit, size)
+        self.last_fit = m
         cv2.warpAffine(
             src, m, (size, size), dst=out_bgr, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         )
@@ -218,19 +296,32 @@ class ClassicSwapper:
         return self._buffer(self._crops, self._size)
 
     def swap(
-        self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32]
+        self, frame_bgr: FrameBGR, kps: Landmarks5, latent: NDArray[np.float32], face: Face | None = None
     ) -> tuple[FrameBGR, Affine2x3]:
-        """Swapped face as a new 128 crop and its frame→crop matrix."""
-        m = self.align(frame_bgr, kps)
+        """Swapped face as a new 128 crop and its frame→crop matrix (``face``: the detector's, for
+        the mesh; else a box from ``kps``)."""
+        if face is None:
+            face = Face(box_of_kps(kps), 1.0, np.asarray(kps, np.float32))
+        m = self.align_face(frame_bgr, face, self.size_px)
         return self.infer(latent).copy(), m
 
     def warm_up(self) -> float:
-        """One swap on zeros (allocates the buffers); the milliseconds it took."""
+        """One swap on zeros (allocates the buffers, runs the mesh, compiles the warp); the
+        milliseconds it took."""
         t0 = time.perf_counter()
         kps = np.array([[48.0, 52.0], [80.0, 52.0], [64.0, 72.0], [50.0, 92.0], [78.0, 92.0]], np.float32)
         zeros = np.zeros((160, 160, 3), np.uint8)
         latent = self.source_latent(zeros, kps)
         self.align(zeros, kps)
         self.infer(latent)
+        if self._warp is not None:  # the mesh on zeros finds no face: compile the warp on a real one
+            pts = np.zeros((MESH_POINTS, 2), np.float32)
+            pts[:] = 64.0
+            pts[::3] += 20.0
+            pts[1::3, 1] -= 20.0
+            self._warp.warp(
+                zeros[:128, :128], pts, zeros[:128, :128], pts, pts[:, 0], zeros[:128, :128].copy()
+            )
         self._source_of, self._source = None, None
+        self.face_alpha = None
         return (time.perf_counter() - t0) * 1e3

@@ -19,9 +19,19 @@ from typing import Any, Literal
 
 from kiosk.inference.errors import ModelSignatureError
 
-Role = Literal["detector", "embedder", "swapper", "enhancer", "parser"]
+#: ``mesh`` is the classic swap's dense face mesh: bundled in the package, not a file a config role names.
+Role = Literal["detector", "embedder", "swapper", "enhancer", "parser", "mesh"]
 Family = Literal[
-    "scrfd", "yunet", "retinaface", "arcface", "inswapper", "classic", "gfpgan", "gpen", "bisenet"
+    "scrfd",
+    "yunet",
+    "retinaface",
+    "arcface",
+    "inswapper",
+    "classic",
+    "gfpgan",
+    "gpen",
+    "bisenet",
+    "face_mesh",
 ]
 ColourOrder = Literal["RGB", "BGR"]
 Template = Literal["arcface_112", "arcface_128", "ffhq_512"]
@@ -285,6 +295,25 @@ CLASSIC_SWAPPER = ModelSpec(
     template="arcface_128",
     crop_size_px=128,
     notes="Reserved name: nothing to fetch or verify; needs no embedder",
+)
+
+#: The classic swap's dense face mesh, bundled (provenance: ``kiosk/data/models/PROVENANCE.md``).
+FACE_MESH = ModelSpec(
+    id="face_mesh_468",
+    role="mesh",
+    family="face_mesh",
+    file="face_mesh_468.onnx",
+    title="MediaPipe Face Mesh, 468 points (face_landmark.tflite of mediapipe 0.10.14, converted to ONNX)",
+    licence="Apache-2.0 (MediaPipe)",
+    inputs=(TensorSpec("input", (1, 3, 192, 192)),),
+    outputs=(TensorSpec("landmarks", (1, 1404)), TensorSpec("face_flag", (1, 1))),
+    std=255.0,
+    crop_size_px=192,
+    sha256="9245adace4fe5ea0c538c35ef2850b82929cda36737b57b7ac8966a02de38664",
+    sha256_source="the output of scripts/convert_face_mesh.py (reproducible: the same bytes on every run) "
+    "from mediapipe-0.10.14 manylinux cp311 wheel sha256 a807328339e7356f..., tflite sha256 1055cb9d4a9ca8b8...",
+    size_bytes=2429454,
+    notes="Bundled: package:data/models/face_mesh_468.onnx; not fetched",
 )
 
 #: Where the bundled YuNet lives inside the package (``kiosk/data/models/``), its config value.

@@ -27,11 +27,12 @@ def booth_model_files(cfg: KioskConfig) -> tuple[str, ...]:
     return tuple(str(p) for p in model_paths(cfg).values() if p is not None)
 
 
-def _classic_digest(detector_digest: str) -> str:
-    """The face cache's model digest of the classic swap: the detector and the source layout."""
+def _classic_digest(detector_digest: str, mesh_digest: str = "") -> str:
+    """The face cache's model digest of the classic swap: the detector, the face mesh ("" when
+    the swap runs without one) and the source layout."""
     from kiosk.inference.classic import SOURCE_PX, SOURCE_VERSION
 
-    tag = f"classic-v{SOURCE_VERSION}-{SOURCE_PX}:{detector_digest}"
+    tag = f"classic-v{SOURCE_VERSION}-{SOURCE_PX}:{detector_digest}:mesh={mesh_digest}"
     return hashlib.sha256(tag.encode()).hexdigest()
 
 
@@ -65,10 +66,14 @@ def build_booth_processor(cfg: KioskConfig, library: FaceLibrary, controls: Cont
         pipe = SwapPipeline.from_config(cfg, enhance=enhancer is not None and enhancer.is_file())
         digests = ModelDigests(cfg.resolve(cfg.faces.cache_dir) / "models.json")
         if pipe.classic:
-            # The classic "latent" is the photo's aligned face: it depends on the detector's
-            # keypoints and on the crop layout, not on any embedder or swapper file.
+            # The classic "latent" is the photo's aligned face and its mesh: it depends on the
+            # detector's keypoints, the mesh model in use and the crop layout, not on any embedder
+            # or swapper file. A mesh that failed to open gives entries without a mesh, under
+            # another key than those with one.
             assert paths["detector"] is not None
-            digest = _classic_digest(digests.digest([paths["detector"]]))
+            mesh = getattr(pipe.models.swapper, "mesh", None)
+            mesh_digest = digests.digest([mesh.path]) if mesh is not None else ""
+            digest = _classic_digest(digests.digest([paths["detector"]]), mesh_digest)
         else:
             digest = digests.digest([p for p in (paths["embedder"], paths["swapper"]) if p is not None])
         pipelined = open_pipelined(cfg, pipe)

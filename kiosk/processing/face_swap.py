@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from kiosk.inference.align import align_matrix
+from kiosk.inference.classic import ClassicSwapper
 from kiosk.inference.color import ColorCorrector, ColorOptions
 from kiosk.inference.mask import MaskBuilder, MaskOptions, crop_keypoints
 from kiosk.inference.paste import PasteBack, face_region
@@ -170,6 +171,10 @@ class FaceSwapStep:
             affine = swapper.align(frame_bgr, face.kps)
             times.align_ms += watch.lap()
             crop = swapper.to_bgr(swapper.infer(latent), buffer((res, res, 3)))
+        elif isinstance(swapper, ClassicSwapper):  # the visitor's mesh runs on the detector's box
+            affine = swapper.align_face(frame_bgr, face, res)
+            times.align_ms += watch.lap()
+            crop = swapper.infer_tiles(latent, buffer((res, res, 3)))
         else:
             affine = swapper.align_tiles(frame_bgr, face.kps, res)
             times.align_ms += watch.lap()
@@ -187,14 +192,25 @@ class FaceSwapStep:
         use_occlusion: bool,
         per_face_alpha: bool,
     ) -> tuple[NDArray[np.float32] | None, NDArray[np.uint8]]:
-        """The crop's blend mask (face shape, mouth, occlusion): ``(occlusion, alpha)``."""
+        """The crop's blend mask (face shape, mouth, occlusion; times the classic swap's mesh
+        alpha when the face was swapped through the mesh): ``(occlusion, alpha)``."""
         size = crop.shape[0]
         occlusion = None
         if use_occlusion:
             assert self.models.face_parser is not None
             occlusion = self.models.face_parser.face_mask(frame_bgr, face, size)
-        kps_crop = crop_keypoints(face.kps, affine) if per_face_alpha else None
-        alpha = self.masks.alpha(size, kps_crop, occlusion, buffer((size, size)) if per_face_alpha else None)
+        mesh_alpha = getattr(self.models.swapper, "face_alpha", None)
+        if mesh_alpha is not None and mesh_alpha.shape != (size, size):
+            mesh_alpha = None
+        per_face = per_face_alpha or mesh_alpha is not None
+        kps_crop = crop_keypoints(face.kps, affine) if per_face else None
+        alpha = self.masks.alpha(size, kps_crop, occlusion, buffer((size, size)) if per_face else None)
+        if mesh_alpha is not None:
+            # The face's own outline (never a square of the photo), its eyes and mouth the
+            # visitor's: the CPU paste and the GPU composite both take this one alpha.
+            out = alpha if alpha.flags.writeable else buffer((size, size))
+            cv2.multiply(alpha, mesh_alpha, dst=out, scale=1.0 / 255.0)
+            alpha = out
         return occlusion, alpha
 
     def _correct_colour(self, key: int | None, crop: FrameBGR, alpha: NDArray[np.uint8], t: float) -> None:

@@ -21,7 +21,14 @@ from kiosk.inference.mask import OcclusionParser
 from kiosk.inference.sessions import CPU, PROVIDER_NAMES, ProviderOptions, SessionRunner, create_session
 from kiosk.inference.specs import Role, spec_for_file
 from kiosk.inference.swapper import InSwapper
-from kiosk.processing.models import licence_problems, model_paths, open_detector, open_parser, swapper_mode
+from kiosk.processing.models import (
+    licence_problems,
+    model_paths,
+    open_detector,
+    open_mesh,
+    open_parser,
+    swapper_mode,
+)
 
 
 @dataclass
@@ -66,7 +73,7 @@ class ModelSet:
         embedder: ArcFaceEmbedder | None = None
         swapper: InSwapper | ClassicSwapper
         if swapper_mode(cfg) == "classic":  # no weights, no embedder: the photo's own face
-            swapper = ClassicSwapper()
+            swapper = ClassicSwapper(mesh=open_mesh(cfg))  # the mesh, or None: the five keypoints
         else:
             s, used, p = open_role("embedder")
             embedder = ArcFaceEmbedder(s, spec_for_file("embedder", p), p, used, iobinding=iob, device_id=dev)
@@ -108,7 +115,7 @@ class ModelSet:
         out = [self.detector.runner]
         if self.embedder is not None:
             out.append(self.embedder.runner)
-        if isinstance(self.swapper, InSwapper):  # the classic swapper runs no model
+        if self.swapper.runner is not None:  # InSwapper, or the classic swap's face mesh
             out.append(self.swapper.runner)
         if self.enhancer is not None:
             out.append(self.enhancer.runner)

@@ -1,8 +1,8 @@
 """Which models a config needs, where they are, and opening them: the model files of each role
 (``models.swapper: auto`` picks the neural swap when the booth accepts its licence and its files
 are there, else the classic one), what is missing (and the one-line notice naming the fix), which
-non-commercial models a config runs without accepting their licence, the detector and the face
-parser, and reading a photo within bounds."""
+non-commercial models a config runs without accepting their licence, the detector, the face
+parser and the classic swap's face mesh, and reading a photo within bounds."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 from kiosk.config import KioskConfig
 from kiosk.inference.classic import CLASSIC
 from kiosk.inference.detector import FaceDetector, make_detector
-from kiosk.inference.errors import ImageError, LicenceError
+from kiosk.inference.errors import ImageError, LicenceError, ModelError
+from kiosk.inference.face_mesh import FaceMesh, open_face_mesh
 from kiosk.inference.parser import FaceParser
 from kiosk.inference.sessions import ProviderOptions, create_session
 from kiosk.inference.specs import (
@@ -230,6 +231,28 @@ def open_parser(cfg: KioskConfig) -> FaceParser | None:
     return FaceParser(
         session, spec_for_file("parser", p), p, used, iobinding=prov.iobinding, device_id=prov.device_id
     )
+
+
+def mesh_path(cfg: KioskConfig) -> Path | None:
+    """The classic swap's face mesh file (``models.mesh``; None: off, or the neural swap)."""
+    value = cfg.models.mesh
+    if value is None or swapper_mode(cfg) != "classic":
+        return None
+    return _role_file(cfg, value)
+
+
+def open_mesh(cfg: KioskConfig) -> FaceMesh | None:
+    """The classic swap's dense face mesh (``models.mesh``), or None: off, the neural swap, or a
+    file that cannot be used. That last is one ERROR line naming the file and the fix, and the
+    classic swap runs on the five keypoints (the kiosk keeps swapping)."""
+    p = mesh_path(cfg)
+    if p is None:
+        return None
+    try:
+        return open_face_mesh(p, ProviderOptions.of(cfg.models.providers), base_dir=cfg.base_dir)
+    except ModelError as exc:
+        log.error("%s; the classic swap uses the five keypoints (the photo's expression)", exc)
+        return None
 
 
 def missing_models_notice(cfg: KioskConfig, include_enhancer: bool | None = None) -> str:

@@ -102,10 +102,11 @@ class SourceLatents:
 
     def source_latent(self, image_bgr: FrameBGR, face: Face) -> NDArray[np.float32]:
         """The swapper's source latent for ``face`` in ``image_bgr``: embedding @ emap, normalised
-        (InSwapper), or the photo's face aligned to the swap template with its keypoints (classic)."""
+        (InSwapper), or the photo's face aligned to the swap template with its keypoints and its mesh
+        (classic)."""
         swapper = self.models.swapper
         if isinstance(swapper, ClassicSwapper):
-            return swapper.source_latent(image_bgr, face.kps)
+            return swapper.source_latent(image_bgr, face.kps, face)
         assert self.models.embedder is not None, "a neural swapper needs the embedder"
         return swapper.latent(self.models.embedder.embed(image_bgr, face.kps))
 
