@@ -32,6 +32,8 @@ PATH_KEYS = frozenset(
         "source.path",
         "keepsake.tls_cert",
         "keepsake.tls_key",
+        "keepsake.frame",
+        "console.pin_file",
     }
 )
 
