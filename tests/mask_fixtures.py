@@ -25,6 +25,8 @@ ASTRONAUT = Path(__file__).resolve().parents[1] / "docs" / "img" / "astronaut_ei
 CLASSIC_SOURCE = (
     Path(__file__).resolve().parents[1] / "kiosk" / "data" / "demo" / "source_face_fred_marshall_1961.jpg"
 )
+#: The bundled face mesh (the classic swap v2).
+MESH = "package:data/models/face_mesh_468.onnx"
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +41,10 @@ def mask_cfg(
     swapper: str = "inswapper_128.onnx",
     **mask: Any,
 ) -> KioskConfig:
-    cfg = make_cfg(standin_dir, detector=str(det), enhancer="GFPGANv1.4.onnx", swapper=swapper)
+    """``swapper="classic+mesh"``: the classic swap v2 (the bundled face mesh)."""
+    extra = {"mesh": MESH} if swapper == "classic+mesh" else {}
+    swapper = "classic" if swapper == "classic+mesh" else swapper
+    cfg = make_cfg(standin_dir, detector=str(det), enhancer="GFPGANv1.4.onnx", swapper=swapper, **extra)
     proc = cfg.processing.model_copy(update={"max_faces": 1, **(processing or {})})
     return KioskConfig.model_validate(
         {
@@ -59,7 +64,8 @@ def mask_pipe(
     swapper: str = "inswapper_128.onnx",
     **mask: Any,
 ) -> SwapPipeline:
-    """``swapper="classic"``: the classic swap (``source`` is then the photo whose face goes in)."""
+    """``swapper="classic"`` / ``"classic+mesh"``: the classic swap, 5-point / v2 (``source`` is then
+    the photo whose face goes in)."""
     # mask.occlusion in from_config loads the real parser file (tests/test_face_parser.py covers
     # that); these tests switch the option on afterwards and give the pipeline a fake parser.
     occlusion = bool(mask.pop("occlusion", False))

@@ -43,7 +43,7 @@ OPTIONS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
 ]
 
 
-@pytest.mark.parametrize("swapper", ["inswapper_128.onnx", "classic"])
+@pytest.mark.parametrize("swapper", ["inswapper_128.onnx", "classic", "classic+mesh"])
 @pytest.mark.parametrize(("name", "processing", "mask"), OPTIONS, ids=[o[0] for o in OPTIONS])
 def test_shader_and_cpu_paste_back_agree_for_every_option(
     ctx: moderngl.Context,
@@ -57,13 +57,16 @@ def test_shader_and_cpu_paste_back_agree_for_every_option(
 ) -> None:
     # The classic source is a halftone scan: softened, so that the 512 enhancer crop minified onto
     # the face does not alias differently in the shader's and cv2's bilinear sampling.
-    source = cv2.GaussianBlur(read_image(CLASSIC_SOURCE), (0, 0), 2.0) if swapper == "classic" else astronaut
+    classic = swapper.startswith("classic")
+    source = cv2.GaussianBlur(read_image(CLASSIC_SOURCE), (0, 0), 2.0) if classic else astronaut
     pipe = mask_pipe(standin_dir, det_500m, source, processing, swapper, **mask)
     pipe.face_parser = LowerHalfParser()
     cpu = np.empty_like(astronaut)
     pipe.process_into(astronaut, cpu)
     faces = pipe.process_into(astronaut, None, paste=False)
     assert len(faces) == 1 and faces[0].alpha is not None
+    if swapper == "classic+mesh":  # v2: swapped through the mesh, its alpha the mesh's outline
+        assert pipe.models.swapper.face_alpha is not None
     gpu = gpu_composite(ctx, astronaut, faces)
     changed = np.abs(cpu.astype(np.int16) - astronaut).max(axis=2) > 0
     assert changed.sum() > 2000, "the face was swapped"
