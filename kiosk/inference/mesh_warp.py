@@ -114,7 +114,7 @@ class MeshWarp:
         bufs = self._bufs.get(size)
         if bufs is None:
             bufs = self._bufs[size] = tuple(np.zeros((size, size), np.float32) for _ in range(3))
-            self._masks[size] = tuple(np.zeros((size, size), np.uint8) for _ in range(4))
+            self._masks[size] = tuple(np.zeros((size, size), np.uint8) for _ in range(5))
         return bufs
 
     def warp(
@@ -131,12 +131,13 @@ class MeshWarp:
         (the visitor's size); the face's alpha in :attr:`alpha`."""
         size = int(visitor_bgr.shape[0])
         map_x, map_y, zbuf = self._buffers(size)
-        cover, outline, holes, alpha = self._masks[size]
+        cover, outline, holes, alpha, uncovered = self._masks[size]
         dst = np.ascontiguousarray(dst_xy, np.float32)
         _mesh_maps(dst, np.ascontiguousarray(dst_z, np.float32), np.ascontiguousarray(src_xy, np.float32),
                    self._tris, map_x, map_y, cover, zbuf)  # fmt: skip
         cv2.remap(src_bgr, map_x, map_y, cv2.INTER_LINEAR, dst=out_bgr, borderMode=cv2.BORDER_REPLICATE)
-        np.copyto(out_bgr, visitor_bgr, where=(cover == 0)[:, :, None])
+        cv2.bitwise_not(cover, dst=uncovered)  # no per-call allocation: the visitor where no triangle is
+        cv2.copyTo(visitor_bgr, uncovered, dst=out_bgr)
         self._alpha(dst, size, outline, holes, alpha)
         self.alpha = alpha
         return out_bgr
