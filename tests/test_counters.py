@@ -271,7 +271,7 @@ def test_stats_report_the_first_library_face_and_all_photos_loaded_from_the_proc
     t0 = time.perf_counter()
     lib._snapshot = LibrarySnapshot(lib.serial, 1, (entry,), pending=999)  # the first photo scanned
     c = app.counters(t0)
-    assert c.library == {"first_face_s": None, "loaded_s": None, "pending": 999}  # none on screen yet
+    assert (c.library["first_face_s"], c.library["loaded_s"], c.library["pending"]) == (None, None, 999)
     app.screen._faces_on_screen = True  # the picture now uploaded carries a swapped face
     first = app.stats(app.counters(t0 + 1.0))["library"]
     assert first["loaded_s"] is None and first["pending"] == 999
@@ -281,3 +281,23 @@ def test_stats_report_the_first_library_face_and_all_photos_loaded_from_the_proc
     assert loaded["first_face_s"] == first["first_face_s"]  # kept: the first time only
     assert abs(loaded["loaded_s"] - loaded["first_face_s"] - 4.0) < 0.002
     assert app.stats(app.counters(t0 + 9.0))["library"]["loaded_s"] == loaded["loaded_s"]
+
+
+def test_stats_report_the_face_switch_latency_until_a_result_wears_the_new_face() -> None:
+    """Issue 27: ``library.switch_ms``: from the frame the selection changed to the first frame
+    whose newest result wears the new face (the start-up's first selection is no switch)."""
+    app = _app()
+    t0 = time.perf_counter()
+    controls, session = app.parts.controls, app.parts.session
+    controls.selected_key = "a"
+    session._face_keys = ("a",)
+    app.counters(t0)
+    controls.selected_key = "b"  # "next face" pressed
+    assert app.stats(app.counters(t0 + 0.1))["library"]["switches"] == 0  # still wearing a
+    session._face_keys = ("b", "b")  # a result swapped b onto two faces
+    lib = app.stats(app.counters(t0 + 0.35))["library"]
+    assert lib["switches"] == 1 and abs(lib["switch_ms"] - 250.0) < 0.2, lib
+    controls.selected_key = "a"
+    session._face_keys = ("a",)
+    lib = app.stats(app.counters(t0 + 0.4))["library"]
+    assert lib["switches"] == 2 and lib["switch_ms"] == 0.0 and abs(lib["switch_max_ms"] - 250.0) < 0.2

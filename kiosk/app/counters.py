@@ -136,7 +136,7 @@ class Counters:
     staff_problem: str = ""
     #: Start-up with the face library (:class:`kiosk.app.startup.StartupTimes`): first_face_s,
     #: loaded_s (seconds from the process start, None until then) and the photos still to scan.
-    library: dict[str, float | None] = field(default_factory=dict)
+    library: dict[str, float | int | None] = field(default_factory=dict)
 
 
 class ConfigInForce(Protocol):
@@ -184,6 +184,7 @@ class CounterReader:
         )  # the capture thread's snapshot
         selected = controls.selected_index(faces.keys)
         self.startup.update(now, screen.faces_on_screen, len(faces.entries), faces.pending, faces.version)
+        self.startup.switch.update(now, controls.selected_key, p.session.worn_keys)
         return Counters(
             t=now,
             detailed=detailed,
