@@ -253,3 +253,51 @@ def test_stats_report_the_peak_resident_size() -> None:
     from kiosk.app.counters import peak_rss_mb
 
     assert 10 < peak_rss_mb() < 100_000  # this test process: a Python with numpy loaded
+
+
+def test_stats_report_the_first_library_face_and_all_photos_loaded_from_the_process_start() -> None:
+    """Issue 27: ``library.first_face_s`` (process start → a library face swapped on screen) and
+    ``library.loaded_s`` (→ no photo left to scan), each taken once, None until it happens."""
+    from pathlib import Path
+
+    from kiosk.app.startup import process_age_s
+    from kiosk.booth.faces import FaceEntry, LibrarySnapshot
+
+    app = _app()
+    lib = app.reload.library
+    age = process_age_s()
+    assert age > 0.05  # this process started before the test ran (not at the module's import)
+    entry = FaceEntry("k1", "ann", Path("ann.jpg"), np.zeros(4, np.float32), np.zeros((8, 8, 3), np.uint8))
+    t0 = time.perf_counter()
+    lib._snapshot = LibrarySnapshot(lib.serial, 1, (entry,), pending=999)  # the first photo scanned
+    c = app.counters(t0)
+    assert (c.library["first_face_s"], c.library["loaded_s"], c.library["pending"]) == (None, None, 999)
+    app.screen._faces_on_screen = True  # the picture now uploaded carries a swapped face
+    first = app.stats(app.counters(t0 + 1.0))["library"]
+    assert first["loaded_s"] is None and first["pending"] == 999
+    assert age + 0.9 < first["first_face_s"] < age + 1.0 + (time.perf_counter() - t0) + 0.1
+    lib._snapshot = LibrarySnapshot(lib.serial, 2, (entry,), pending=0)  # every photo loaded
+    loaded = app.stats(app.counters(t0 + 5.0))["library"]
+    assert loaded["first_face_s"] == first["first_face_s"]  # kept: the first time only
+    assert abs(loaded["loaded_s"] - loaded["first_face_s"] - 4.0) < 0.002
+    assert app.stats(app.counters(t0 + 9.0))["library"]["loaded_s"] == loaded["loaded_s"]
+
+
+def test_stats_report_the_face_switch_latency_until_a_result_wears_the_new_face() -> None:
+    """Issue 27: ``library.switch_ms``: from the frame the selection changed to the first frame
+    whose newest result wears the new face (the start-up's first selection is no switch)."""
+    app = _app()
+    t0 = time.perf_counter()
+    controls, session = app.parts.controls, app.parts.session
+    controls.selected_key = "a"
+    session._face_keys = ("a",)
+    app.counters(t0)
+    controls.selected_key = "b"  # "next face" pressed
+    assert app.stats(app.counters(t0 + 0.1))["library"]["switches"] == 0  # still wearing a
+    session._face_keys = ("b", "b")  # a result swapped b onto two faces
+    lib = app.stats(app.counters(t0 + 0.35))["library"]
+    assert lib["switches"] == 1 and abs(lib["switch_ms"] - 250.0) < 0.2, lib
+    controls.selected_key = "a"
+    session._face_keys = ("a",)
+    lib = app.stats(app.counters(t0 + 0.4))["library"]
+    assert lib["switches"] == 2 and lib["switch_ms"] == 0.0 and abs(lib["switch_max_ms"] - 250.0) < 0.2

@@ -96,7 +96,7 @@ def test_a_photo_scan_names_the_photo_in_every_problem(tmp_path: Path) -> None:
     assert ok.entry is not None and ok.entry.name == "ann" and ok.entry.thumb_bgr.shape == (8, 8, 3)
     assert cache.load("k1") is not None  # a new entry is cached
     cached = scanner.scan(
-        path, (1, 2), PhotoRead("k1", cached=cache.load("k1")), FakeAnalyzer(gate=threading.Event())
+        path, (1, 2), PhotoRead("k1", cached=cache.load_thumb("k1")), FakeAnalyzer(gate=threading.Event())
     )
     assert cached.entry is not None  # taken from the cache: the models are not run (the gate would hang)
     assert scanner.scan(path, (1, 2), PhotoRead("k2"), FakeAnalyzer()).problem == (

@@ -132,3 +132,32 @@ def test_the_pipeline_remembers_only_the_latents_used_last() -> None:
     assert sources.latent is latents[-1] and sources.key == "k49"
     # Old code kept every latent ever swapped in: 50 × 0.8 MB, 0.8 GB for a 1,000-face library.
     assert len(sources._latents) <= 8
+
+
+def test_a_warm_start_reads_the_thumbnails_not_the_latents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 27: with a warm cache a start reads of each entry its thumbnail only (the latent, 0.8
+    MB for the classic swap, stays on disk until the face is worn) and decodes no photo. Before,
+    every entry's latent was read, checked and copied, and the reader's results that waited for
+    the writer held them all (1,000 photos: 0.8 GB)."""
+    from kiosk.booth.face_cache import LatentCache
+
+    folder, cache = tmp_path / "faces", tmp_path / "cache"
+    _photos(folder, 20)
+    FaceLibrary(folder, cache).refresh(ClassicSized(), "m")  # the first start fills the cache
+    read_latents: list[str] = []
+    real_load = LatentCache.load
+
+    def load(self: LatentCache, key: str):  # type: ignore[no-untyped-def]
+        read_latents.append(key)
+        return real_load(self, key)
+
+    monkeypatch.setattr(LatentCache, "load", load)
+    monkeypatch.setattr(cv2, "imdecode", lambda *a: pytest.fail("a warm start decoded a photo"))
+    warm, spy = FaceLibrary(folder, cache), ClassicSized()
+    warm.refresh(spy, "m")
+    entries = warm.snapshot.entries
+    assert len(entries) == 20 and spy.analyzed == 0 and read_latents == []
+    monkeypatch.undo()
+    assert entries[3].latent is not None and entries[3].latent[0] == float(15)  # read back when worn

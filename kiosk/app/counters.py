@@ -15,9 +15,11 @@ import contextlib
 import json
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from kiosk.app.startup import StartupTimes
 
 if TYPE_CHECKING:
     from kiosk.app.parts import FrameParts
@@ -132,6 +134,9 @@ class Counters:
     keepsakes: dict[str, int] | None = None  # KeepsakeService.metrics() while keepsakes are on
     #: The host's staff line (a config change refused, keepsakes down, snapshots kept in memory).
     staff_problem: str = ""
+    #: Start-up with the face library (:class:`kiosk.app.startup.StartupTimes`): first_face_s,
+    #: loaded_s (seconds from the process start, None until then) and the photos still to scan.
+    library: dict[str, float | int | None] = field(default_factory=dict)
 
 
 class ConfigInForce(Protocol):
@@ -151,6 +156,7 @@ class CounterReader:
         self._parts = parts
         self._supervisor = supervisor
         self._reload = reload  # the config in force and the face library
+        self.startup = StartupTimes()  # first face on screen, all photos loaded (from the process start)
 
     def read(
         self, now: float, detailed: bool, t_start: float, started_unix: float, staff_problem: str = ""
@@ -177,6 +183,8 @@ class CounterReader:
             wired.live_feed.figures if wired.live_feed is not None else None
         )  # the capture thread's snapshot
         selected = controls.selected_index(faces.keys)
+        self.startup.update(now, screen.faces_on_screen, len(faces.entries), faces.pending, faces.version)
+        self.startup.switch.update(now, controls.selected_key, p.session.worn_keys)
         return Counters(
             t=now,
             detailed=detailed,
@@ -261,6 +269,7 @@ class CounterReader:
             thread_restarts=self._supervisor.thread_restarts,
             keepsakes=p.keepsake.metrics() if detailed else None,
             staff_problem=staff_problem,
+            library={**self.startup.as_dict(), "pending": faces.pending},
         )
 
 
@@ -369,6 +378,9 @@ def stats_dict(c: Counters) -> dict[str, Any]:
         "keepsakes": c.keepsakes,
         # The kiosk process's peak resident size so far (issue 27: a 1,000-photo library's budget).
         "memory": {"rss_peak_mb": round(peak_rss_mb(), 1)},
+        # Issue 27: seconds from the process start to the first library face swapped on screen and
+        # to every photo loaded (None until then), and the photos still to scan.
+        "library": dict(c.library),
     }
 
 

@@ -128,6 +128,11 @@ class Screen:
         self._on_screen = (len(frame.faces), fresh, frame.real_reasons)
         return frame.t_capture, (frame.anchor_t_capture if frame.faces else None)
 
+    @property
+    def faces_on_screen(self) -> bool:
+        """Whether the picture on screen (the newest one uploaded) carries a swapped face."""
+        return self._faces_on_screen
+
     def presented(self, t_shown: float, mode: str, shown: Shown | None) -> None:
         """A frame of ``mode`` went to the display at ``t_shown``, with the new picture ``shown``
         (None: the same as before)."""

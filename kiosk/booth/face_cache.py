@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from kiosk.types import FrameBGR
 from kiosk.util.atomic import atomic_write
-from kiosk.util.files import FileTooLargeError, read_regular_file
+from kiosk.util.files import FileTooLargeError, open_regular, read_regular_file
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,36 @@ class LatentCache:
             if thumb.shape != (self.thumb_px, self.thumb_px, 3):
                 raise ValueError(f"thumbnail of shape {thumb.shape}")
             return latent.astype(np.float32), np.ascontiguousarray(thumb, dtype=np.uint8)
+        except Exception as exc:  # BadZipFile, EOFError, ValueError, KeyError, OSError, ...
+            log.warning("face cache entry %s is corrupt (%s); rebuilding it", path.name, type(exc).__name__)
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+            return None
+
+    def load_thumb(self, key: str) -> FrameBGR | None:
+        """The cached thumbnail alone, or None (missing, stale or corrupt, as :meth:`load`).
+
+        What a start with a warm cache reads of each photo's entry: the zip's directory and the
+        thumbnail member, not the latent (0.8 MB for the classic swap), which stays on disk until
+        the face is worn (:class:`LatentStore`; a latent found corrupt then is scanned again)."""
+        path = self.cache_dir / f"{key}.npz"
+        try:
+            try:  # a regular file only: a FIFO or device in its place is never opened to block
+                fd = open_regular(path)
+            except FileNotFoundError:
+                return None
+            with os.fdopen(fd, "rb") as f:
+                if os.fstat(fd).st_size > MAX_CACHE_ENTRY_BYTES:
+                    raise ValueError("larger than any cache entry")
+                with np.load(f, allow_pickle=False) as z:  # members are read when asked for
+                    if int(z["version"]) != CACHE_VERSION or int(z["thumb_px"]) != self.thumb_px:
+                        return None
+                    if "latent" not in z.files:
+                        raise ValueError("no latent")
+                    thumb = np.asarray(z["thumb"])
+            if thumb.shape != (self.thumb_px, self.thumb_px, 3):
+                raise ValueError(f"thumbnail of shape {thumb.shape}")
+            return np.ascontiguousarray(thumb, dtype=np.uint8)
         except Exception as exc:  # BadZipFile, EOFError, ValueError, KeyError, OSError, ...
             log.warning("face cache entry %s is corrupt (%s); rebuilding it", path.name, type(exc).__name__)
             with contextlib.suppress(OSError):

@@ -181,10 +181,14 @@ class PhotoScanner:
 
     def _scan(self, path: Path, stamp: tuple[int, int], read: PhotoRead, analyzer: FaceAnalyzer) -> Scanned:
         key = read.key
-        if read.cached is not None:
-            latent, thumb = read.cached
+        if read.cached is not None:  # the latent stays in the cache until the face is worn
             log.debug("face cache hit: %s", shown(path.name))
-            return Scanned(stamp, compact_entry(key, shown(path.stem), path, latent, thumb, self.store), "")
+            ok, jpg = cv2.imencode(".jpg", read.cached, [cv2.IMWRITE_JPEG_QUALITY, THUMB_JPEG_QUALITY])
+            if not ok:
+                raise PhotoError("its cached thumbnail cannot be encoded; replace the photo")
+            return Scanned(
+                stamp, FaceEntry(key, shown(path.stem), path, store=self.store, thumb_jpg=jpg.tobytes()), ""
+            )
         image = read.image
         if image is None:
             raise PhotoError("not a readable image; use a JPEG or PNG")

@@ -16,9 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-from numpy.typing import NDArray
-
 from kiosk.booth.face_cache import LatentCache, cache_key
 from kiosk.types import FrameBGR
 from kiosk.util.atomic import atomic_write
@@ -62,11 +59,12 @@ PhotoJob = tuple[Path, tuple[int, int], str]
 
 @dataclass(frozen=True)
 class PhotoRead:
-    """What the photo reader found: the cache key and the cached (latent, thumbnail), or the
-    decoded picture, or a one-line problem naming the photo."""
+    """What the photo reader found: the cache key and the cached thumbnail (the latent stays in the
+    cache on disk until the face is worn), or the decoded picture, or a one-line problem naming
+    the photo."""
 
     key: str = ""
-    cached: tuple[NDArray[np.float32], FrameBGR] | None = None
+    cached: FrameBGR | None = None
     image: FrameBGR | None = None
     problem: str = ""
 
@@ -90,7 +88,7 @@ def read_photo(path: Path, stamp: tuple[int, int], model_digest: str, cache: Lat
     except OSError as exc:
         return PhotoRead(problem=f"{name}: cannot read ({exc.strerror or exc}); check permissions")
     key = cache_key(hashlib.sha256(data).hexdigest(), model_digest)
-    cached = cache.load(key)
+    cached = cache.load_thumb(key)  # a warm start reads no latent and decodes no photo
     if cached is not None:
         return PhotoRead(key, cached=cached)
     try:

@@ -78,6 +78,11 @@ class ScanBudget:
     def spent(self) -> bool:
         return self.budget_s is not None and self.clock() - self.started > self.budget_s
 
+    def left_s(self) -> float:
+        """Seconds of the budget left (0 when spent; only with a budget)."""
+        assert self.budget_s is not None
+        return max(self.budget_s - (self.clock() - self.started), 0.0)
+
 
 @dataclass(frozen=True)
 class Rescan:
@@ -211,11 +216,12 @@ class FolderScan:
         """Bring ``previous`` (the last scan under these models) in step with the folder.
         ``known``: every photo scanned before, kept while the folder is away.
 
-        The first new photo is always scanned, so every refresh makes progress; once the budget
-        is spent the rest are only asked of the reader (read ahead while the next frames are
-        processed) and counted as pending, a changed photo keeping its previous entry meanwhile."""
-        pending = scans = 0
-        waited_out = False
+        The first new photo is always waited for and scanned, so every refresh makes progress; the
+        reader is waited for (what is left of the budget, at least ``read_wait_s``, a photo) until
+        the budget is spent, then the rest are only asked of the reader (read ahead while the next
+        frames are processed) and counted as pending, a changed photo keeping its previous entry
+        meanwhile."""
+        pending = asked = 0  # photos new or changed not scanned yet; reads waited for
         photos, listed, folder_problem = self.folder.listing(known)
         seen: dict[Path, Scanned] = {}
         jobs: set[PhotoJob] = set()
@@ -233,20 +239,23 @@ class FolderScan:
             if prev is not None and prev.stamp == stamp:
                 seen[path] = prev
                 continue
-            if scans and budget.spent():
+            if asked and budget.spent():
                 self._reader.get(job, 0)  # read ahead while the next frames are processed
                 read = None
             else:
-                wait = None if budget.budget_s is None else (0.0 if waited_out else budget.read_wait_s)
+                # Waited for, a read at a time, while the budget lasts (the reader decodes the next
+                # photo while this thread scans one: on a busy machine a decode takes longer than
+                # read_wait_s, and giving up after one scanned two photos a frame); a read still
+                # going when the budget is spent (a large photo) is decoded meanwhile, scanned later.
+                wait = None if budget.budget_s is None else max(budget.read_wait_s, budget.left_s())
                 read = self._reader.get(job, wait)
-                waited_out = waited_out or read is None
+                asked += 1
             if read is None:
                 pending += 1  # the next refresh scans it
                 if prev is not None:
                     seen[path] = prev
                 continue
             seen[path] = self.scanner.scan(path, stamp, read, analyzer)
-            scans += 1
         self._reader.keep_only(jobs)
         for path in set(previous) - set(seen):
             log.info("face photo removed: %s", shown(path.name))

@@ -97,6 +97,11 @@ class BoothSession:
         self.keepsake_options: FlowOptions | None = None
         self._face_keys: tuple[str, ...] = ()  # the library keys the newest result swapped in
 
+    @property
+    def worn_keys(self) -> tuple[str, ...]:
+        """The library keys the newest processed result swapped in (one per face)."""
+        return self._face_keys
+
     # -- one frame -------------------------------------------------------------------------------
     def step(
         self,
