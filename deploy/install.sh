@@ -237,8 +237,9 @@ if [ "${systemd_version:-0}" -ge 254 ] 2>/dev/null; then
 else
     drop "$DROPIN_DIR/backoff.conf"
 fi
-# Keepsakes (docs/keepsakes.md): the unit as shipped has no network at all; with keepsake.enabled
-# the installed kiosk writes a drop-in from the config that opens the listen port to keepsake.allow.
+# Keepsakes and the staff console (docs/keepsakes.md, docs/console.md): the unit as shipped has no
+# network at all; with keepsake.enabled or console.enabled the installed kiosk writes a drop-in from
+# the config that opens those listen ports to keepsake.allow and console.allow.
 # Run install.sh again (or `kiosk keepsake network --output ...`) after changing those keys.
 KIOSK_EXE=$ROOT$PREFIX/.venv/bin/kiosk
 if [ -x "$KIOSK_EXE" ]; then

@@ -193,3 +193,10 @@ def test_a_client_outside_console_allow_is_refused_by_the_server_itself() -> Non
         assert c.server.counts.connections_refused == 1
     finally:
         c.server.stop()
+
+
+def test_doctor_knows_a_running_console_on_its_port(console: Console) -> None:
+    from kiosk.appliance.doctor.console import check_console_port
+
+    r = check_console_port(ConsoleConfig(enabled=True, listen=f"127.0.0.1:{console.server.port}"))
+    assert r.ok and "a running kiosk serves its console there" in r.detail

@@ -21,7 +21,7 @@ from test_deploy import (  # the shared stand-ins and helpers of the deploy test
     source_tree,  # noqa: F401 - a fixture
 )
 
-from kiosk.config import KeepsakeConfig
+from kiosk.config import ConsoleConfig, KeepsakeConfig
 from kiosk.keepsake.network import unit_dropin
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +53,8 @@ def test_the_unit_with_the_keepsake_dropin_verifies_and_stays_ok(tmp_path: Path)
     dropins = unit.parent / "faceswap-kiosk.service.d"
     dropins.mkdir()
     v6 = unit_dropin(KeepsakeConfig(enabled=True, listen="[::]:8443", allow=["fd00::/8", "10.0.0.0/8"]))
-    for text in (v6, dropin):  # an IPv6 listen address, then the default
+    both = unit_dropin(KeepsakeConfig(enabled=True), console=ConsoleConfig(enabled=True))
+    for text in (v6, both, dropin):  # an IPv6 listen address, with the staff console, then the default
         (dropins / "keepsake.conf").write_text(text)
         rc, complaints = _verify(unit)
         assert rc == 0 and complaints == [], complaints

@@ -19,7 +19,7 @@ def cmd_network(args: argparse.Namespace) -> int:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 2
-    text = unit_dropin(cfg.keepsake, str(path))
+    text = unit_dropin(cfg.keepsake, str(path), cfg.console)
     if args.output is None:
         sys.stdout.write(text)
         return 0
@@ -32,7 +32,9 @@ def cmd_network(args: argparse.Namespace) -> int:
             )
         elif out.exists():
             out.unlink()
-            print(f"removed {out} (keepsakes off: no network); apply it: sudo systemctl daemon-reload")
+            print(
+                f"removed {out} (keepsakes and console off: no network); apply it: sudo systemctl daemon-reload"
+            )
     except OSError as exc:
         print(f"{out}: {exc.strerror or exc} (run it with sudo)", file=sys.stderr)
         return 1
@@ -46,11 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     ksub = keepsake.add_subparsers(dest="keepsake_command", metavar="COMMAND", required=True)
     net = ksub.add_parser(
         "network",
-        help="print (or write) the systemd drop-in that opens the keepsake port to the booth LAN",
+        help="print (or write) the systemd drop-in that opens the keepsake and console ports to the booth LAN",
         description=(
-            "With keepsake.enabled: a drop-in for faceswap-kiosk.service allowing Internet sockets, the "
-            "keepsake.allow networks and localhost, and bind() on the listen port only. Keepsakes off: "
-            "nothing (the unit as shipped has no network); with --output the file is removed."
+            "With keepsake.enabled or console.enabled: a drop-in for faceswap-kiosk.service allowing Internet "
+            "sockets, the keepsake.allow and console.allow networks and localhost, and bind() on the listen "
+            "ports only. Both off: nothing (the unit as shipped has no network); with --output the file is "
+            "removed."
         ),
     )
     net.add_argument("--config", "-c", metavar="FILE", help="YAML config (default: $KIOSK_CONFIG, ...)")

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from kiosk.appliance.doctor.camera import check_camera, check_source
+from kiosk.appliance.doctor.console import check_console
 from kiosk.appliance.doctor.core import (
     CheckResult,
     DoctorContext,
@@ -44,6 +45,7 @@ __all__ = [
     "check_cache",
     "check_camera",
     "check_config",
+    "check_console",
     "check_disk",
     "check_display",
     "check_faces_dir",
@@ -72,6 +74,7 @@ CHECKS: tuple[tuple[str, Check], ...] = (
     ("disk", check_disk),
     ("cache", check_cache),
     ("keepsake", check_keepsake),
+    ("console", check_console),
 )
 
 

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from kiosk import paths
 from kiosk.appliance.doctor.core import CheckResult, DoctorContext, resolve
-from kiosk.config import KeepsakeConfig
+from kiosk.config import ConsoleConfig, KeepsakeConfig
 from kiosk.util.errors import one_line
 
 #: The installed unit; its keepsake drop-in is compared with the config when it is there.
@@ -193,8 +193,11 @@ def check_tls(ctx: DoctorContext, k: KeepsakeConfig) -> list[CheckResult]:
     return [CheckResult("keepsake-tls", True, f"HTTPS with {cert}")]
 
 
-def check_dropin(k: KeepsakeConfig, unit: Path = UNIT_PATH) -> list[CheckResult]:
-    """On an installed booth: the unit's network rules are those the config asks for."""
+def check_dropin(
+    k: KeepsakeConfig, unit: Path = UNIT_PATH, console: ConsoleConfig | None = None
+) -> list[CheckResult]:
+    """On an installed booth: the unit's network rules are those the config asks for (the keepsake
+    server's and the staff console's ports and networks)."""
     from kiosk.keepsake.network import DROPIN_PATH, unit_dropin
 
     if not unit.exists():
@@ -204,12 +207,12 @@ def check_dropin(k: KeepsakeConfig, unit: Path = UNIT_PATH) -> list[CheckResult]
         have = dropin.read_text()
     except OSError:
         have = ""
-    want = unit_dropin(k)
+    want = unit_dropin(k, console=console)
     rules = [line for line in want.splitlines() if line and not line.startswith("#")]
     if all(line in have.splitlines() for line in rules) and (want or not have):
         return [CheckResult("keepsake-network", True, "the unit's network rules match the config")]
     what = (
-        "still has no network (no keepsake drop-in)"
+        "still has no network (no keepsake/console drop-in)"
         if not have
         else "has other network rules than the config"
     )
@@ -225,12 +228,19 @@ def check_dropin(k: KeepsakeConfig, unit: Path = UNIT_PATH) -> list[CheckResult]
 
 
 def check_keepsake(ctx: DoctorContext) -> list[CheckResult]:
-    k = ctx.cfg.keepsake
-    if not k.enabled:  # and no drop-in left open from when they were on
-        off = CheckResult("keepsake", True, "keepsakes off: no photo is stored, the kiosk opens no port")
-        return [off, *[r for r in check_dropin(k) if not r.ok]]
+    k, console = ctx.cfg.keepsake, ctx.cfg.console
+    if not k.enabled:  # and no drop-in left open from when they were on (or missing for the console)
+        ports = "the console's port only" if console.enabled else "no port"
+        off = CheckResult("keepsake", True, f"keepsakes off: no photo is stored, the kiosk opens {ports}")
+        return [off, *[r for r in check_dropin(k, console=console) if not r.ok]]
     folder = paths.keepsake_dir()
-    results = [check_port(k), *check_address(k), *check_tls(ctx, k), check_printer(k), *check_dropin(k)]
+    results = [
+        check_port(k),
+        *check_address(k),
+        *check_tls(ctx, k),
+        check_printer(k),
+        *check_dropin(k, console=console),
+    ]
     from kiosk.appliance.doctor.storage import _writable
 
     ok, detail = _writable(folder)
