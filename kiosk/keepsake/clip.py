@@ -99,7 +99,7 @@ def small_frame(frame_bgr: FrameBGR, faces: Sequence[SwappedFace] | None, width_
         affine = np.hstack([a[:, :2] @ to_full, a[:, 2:]])  # small pixel → full pixel → crop
         alpha = None if f.alpha is None else f.alpha.copy()
         copies.append(SwappedFace(crop_bgr=f.crop_bgr.copy(), affine=affine, face=f.face, alpha=alpha))
-    return ClipFrame(small, tuple(copies))
+    return ClipFrame(np.asarray(small, np.uint8), tuple(copies))
 
 
 class ClipRing:

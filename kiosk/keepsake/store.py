@@ -174,10 +174,11 @@ class KeepsakeStore:
                     self._records[token] = rec
                     self._bytes += rec.size_bytes
                 for path in (p for p in found if p.suffix in _SUFFIXES[1:]):  # clips: with their photo
-                    rec = self._records.get(path.name.partition(".")[0])
-                    if rec is None:
+                    owner = self._records.get(path.name.partition(".")[0])
+                    if owner is None:
                         path.unlink(missing_ok=True)
                         continue
+                    rec = owner
                     size = path.stat().st_size
                     self._records[rec.token] = replace(
                         rec, clips=(*rec.clips, path.suffix[1:]), size_bytes=rec.size_bytes + size
