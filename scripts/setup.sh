@@ -18,7 +18,8 @@ for arg in "$@"; do
 done
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+# clip: PyAV, the H.264 encoder of keepsake.clip (its tests skip without it)
+.venv/bin/python -m pip install -q -e '.[test,clip]'
 .venv/bin/python -m pip install -q --no-deps 'insightface==2.1'
 # The GPU runtime (CUDA, cuDNN, optionally TensorRT) from pip, matched to the installed onnxruntime-gpu.
 mapfile -t gpu_specs < <(bash deploy/gpu-runtime.sh .venv/bin/python "${GPU_ARGS[@]}")

@@ -210,14 +210,14 @@ def test_the_prometheus_file_counts_keepsakes() -> None:
     stats["keepsakes"] = {
         "taken": 5, "stored": 3, "page_views": 9, "downloaded": 4, "printed": 2, "print_failed": 1,
         "expired": 1, "evicted": 1, "refused": 7, "connections_refused": 2, "server_up": 0,
-        "consent_declined": 3,
+        "consent_declined": 3, "clips_made": 2, "clips_downloaded": 6,
     }  # fmt: skip
     fams = _families(render_metrics(stats, up=True, now_unix=1.0))
     total = fams["faceswap_kiosk_keepsakes"]
     got = {dict(labels)["event"]: v for (_, labels), v in total.items()}
     assert got == {
         "taken": 5, "downloaded": 4, "printed": 2, "print_failed": 1, "expired": 1, "evicted": 1,
-        "consent_declined": 3,
+        "consent_declined": 3, "clips_made": 2, "clips_downloaded": 6,
     }  # fmt: skip
     refused = fams["faceswap_kiosk_keepsake_refused_requests"]
     assert {dict(labels)["how"]: v for (_, labels), v in refused.items()} == {"answer": 7, "connection": 2}

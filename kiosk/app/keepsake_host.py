@@ -9,6 +9,7 @@ it adjusts (:meth:`KeepsakeHost.with_keepsake`).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,12 @@ from kiosk.keepsake.flow import Phase
 from kiosk.keepsake.store import STORE_FULL
 
 if TYPE_CHECKING:
+    from kiosk.keepsake.clip import ClipFrame, ClipMaker
     from kiosk.keepsake.flow import KeepsakeFlow, Saved
     from kiosk.keepsake.service import KeepsakeService
     from kiosk.keepsake.still import Picture
+
+log = logging.getLogger(__name__)
 
 #: Phases that offer a photo (a countdown towards one, a QR code): ended while the server is down.
 _OFFERING = (Phase.CONSENT, Phase.COUNTDOWN, Phase.SHOW)
@@ -48,6 +52,10 @@ class KeepsakeHost:
         self._resolve: Callable[[str], Any] = str
         self._brand_keys: tuple[str | None, str] = (None, "")  # (frame, frame_text) loaded
         self._print_problem = ("", 0.0)  # why the last print-again printed nothing, and when
+        #: keepsake.clip: the ring of the screen's last seconds and the clips' builder (None: off).
+        self.clips: ClipMaker | None = None
+        self.clip_counts: Any = None  # the clips' totals (ClipCounts), kept over a reload
+        self._clip_frames: list[ClipFrame] = []  # the ring's frames when the last still was taken
 
     def open(self, cfg: KioskConfig) -> None:
         """Start the service and its on-screen flow (the server starts in the background: the key
@@ -61,6 +69,22 @@ class KeepsakeHost:
         self.flow = KeepsakeFlow(FlowOptions.of(cfg.keepsake), self._keep)
         self._resolve = cfg.resolve
         self._load_brand(cfg.keepsake)
+        self._set_clip(cfg.keepsake.clip)
+
+    def _set_clip(self, on: bool) -> None:
+        """``keepsake.clip``: start the ring (when the encoder is there: else one line) or drop it."""
+        if on and self.clips is None and self.flow is not None:
+            from kiosk.keepsake.clip import ClipCounts, ClipMaker, encoder_problem
+
+            problem = encoder_problem()
+            if problem:
+                log.error("%s", problem)
+                return
+            self.clip_counts = self.clip_counts or ClipCounts()
+            self.clips = ClipMaker(counts=self.clip_counts)
+        elif not on and self.clips is not None:
+            self.clips.close()
+            self.clips = None
 
     def _load_brand(self, k: KeepsakeConfig) -> None:
         """The brand frame (``keepsake.frame``, ``frame_text``): one line when the file is unusable."""
@@ -82,6 +106,7 @@ class KeepsakeHost:
             self.flow.options = dataclasses.replace(FlowOptions.of(new), enabled=True)
             if (new.frame, new.frame_text) != self._brand_keys:
                 self._load_brand(new)
+            self._set_clip(new.clip)
 
     def close(self) -> None:
         """Close the flow, then stop the server (the photos go, unless keep_on_disk). The service's
@@ -89,6 +114,8 @@ class KeepsakeHost:
         if self.flow is not None:
             self.flow.close()
             self.flow = None
+        if self.clips is not None:
+            self.clips.close()
         if self.service is not None:
             self.service.close()
 
@@ -98,6 +125,9 @@ class KeepsakeHost:
 
         assert self.service is not None
         kept = self.service.keep(jpeg)
+        frames, self._clip_frames = self._clip_frames, []
+        if self.clips is not None and frames and self.flow is not None:
+            self.clips.make(kept.record.token, frames, self.flow.brand, self.service.keep_clip)
         return Saved(kept.url, kept.record.expires, kept.record.token)
 
     def step(self, actions: tuple[str, ...], mono: float, renderer: Any) -> None:
@@ -125,6 +155,8 @@ class KeepsakeHost:
             presses = 0
         for _ in range(presses):
             flow.press(mono)
+        if self.clips is not None and not self.frozen:  # the screen's last seconds, a few frames a second
+            self.clips.ring.offer(mono, self._shown)
         kv = flow.step(self._copy_picture, mono)
         self.view = kv if kv.active else None
         if kv.still_bgr is not None and self._still_shown != (kv.still_serial, renderer):
@@ -152,6 +184,8 @@ class KeepsakeHost:
             return None
         from kiosk.keepsake.still import Picture
 
+        self._clip_frames = self.clips.ring.snapshot() if self.clips is not None else []
+
         return Picture.copy_of(*shown)
 
     def with_keepsake(self, booth: Any) -> tuple[Any, dict[str, Any]]:
@@ -177,6 +211,7 @@ class KeepsakeHost:
             return None
         out = self.service.metrics()
         out["consent_declined"] = self.flow.counts.consent_declined if self.flow is not None else 0
+        out["clips_made"] = self.clip_counts.made if self.clip_counts is not None else 0
         return out
 
     def flow_stats(self) -> dict[str, Any] | None:

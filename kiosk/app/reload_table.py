@@ -77,7 +77,7 @@ RELOAD_TABLE: dict[str, frozenset[Part]] = {
     **_rows("keepsake", "countdown_s show_s confirm event_name ttl_s max_photos max_mb keep_on_disk"),
     **_rows("keepsake", "cooldown_s takes_per_visitor"),
     **_rows("keepsake", "print_command print_timeout_s print_copies print_qr"),
-    **_rows("keepsake", "frame frame_text consent"),
+    **_rows("keepsake", "frame frame_text consent clip"),
     # the web server, its address and the systemd unit's network rules (a drop-in from the config)
     **_rows("keepsake", "enabled listen url_base tls_cert tls_key allow", Part.RESTART),
     # the staff console's server, its PIN and the unit's network rules, like the keepsake server's

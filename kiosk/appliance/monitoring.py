@@ -42,6 +42,8 @@ _KEEPSAKE_EVENTS = (
     "expired",
     "evicted",
     "consent_declined",
+    "clips_made",
+    "clips_downloaded",
 )
 
 #: Every state of the processing stage (kiosk/app/counters.py processing_state).
@@ -301,7 +303,8 @@ def render_metrics(stats: Mapping[str, Any], up: bool, now_unix: float, version:
             "counter",
             "Keepsake photos since the kiosk started: taken, downloaded (JPEGs served), printed, "
             "print_failed, expired (deleted after keepsake.ttl_s), evicted (deleted early for max_photos/max_mb), "
-            "consent_declined (keepsake.consent not agreed to: nothing taken).",
+            "consent_declined (keepsake.consent not agreed to: nothing taken), clips_made and "
+            "clips_downloaded (keepsake.clip: MP4s and GIFs stored, and served).",
             [("", {"event": k}, keepsakes.get(k, 0)) for k in _KEEPSAKE_EVENTS],
         )
         t.family(

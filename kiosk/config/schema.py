@@ -600,6 +600,12 @@ class KeepsakeConfig(_Section):
         "wording); the visitor agrees with the same key within show_s, else nothing is taken; empty: "
         "no question. Only counted: what was agreed and when is stored nowhere.",
     )
+    clip: bool = Field(
+        False,
+        description="A moving keepsake too: the last 2.5 s of the swapped screen (12 fps, 480 px wide) "
+        "as an H.264 MP4 and a looping boomerang GIF, linked from the photo's page and deleted with it "
+        "(same ttl_s and max_mb). Needs PyAV (pip install 'faceswap-kiosk[clip]'); without it, stills only.",
+    )
 
     @field_validator("listen", mode="before")
     @classmethod

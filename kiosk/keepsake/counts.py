@@ -14,7 +14,8 @@ class ServerCounts:
     downloads: int = 0  # JPEGs served (GET with status 200)
     refused: int = 0  # every answer that is not 200
     connections_refused: int = 0  # connections closed unanswered: over the caps, or outside keepsake.allow
+    clip_downloads: int = 0  # clip files (MP4, GIF) served whole or from their start (keepsake.clip)
 
 
 #: The fields, in the order the server process shares them.
-COUNT_FIELDS = ("pages", "downloads", "refused", "connections_refused")
+COUNT_FIELDS = ("pages", "downloads", "refused", "connections_refused", "clip_downloads")

@@ -36,6 +36,7 @@ from kiosk.keepsake.store import (
     KeepsakeStore,
     Lookup,
     is_token,
+    read_file,
 )
 from kiosk.signals import ignore_stray_signals
 from kiosk.util.logs import SafeFormatter
@@ -83,14 +84,8 @@ class StoreMirror:
                 return Lookup(Found.GONE)
         return Lookup(Found.UNKNOWN)
 
-    def read(self, token: str) -> tuple[Lookup, bytes | None]:
-        found = self.lookup(token)
-        if found.record is None:
-            return found, None
-        try:
-            return found, found.record.path.read_bytes()
-        except OSError:  # deleted by the kiosk in between
-            return Lookup(Found.GONE), None
+    def read(self, token: str, kind: str = "jpg") -> tuple[Lookup, bytes | None]:
+        return read_file(self.lookup(token), kind)  # a file deleted by the kiosk in between: GONE
 
     def sweep(self) -> int:
         now = self._clock()
@@ -212,6 +207,10 @@ class SharedCounts:
     @property
     def connections_refused(self) -> int:
         return int(self._array[3])
+
+    @property
+    def clip_downloads(self) -> int:
+        return int(self._array[4])
 
 
 class KeepsakeServerProcess:

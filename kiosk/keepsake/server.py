@@ -6,7 +6,9 @@ address exist, matched on the raw request target before anything decodes it:
 
 * ``GET /p/<token>``: a small mobile page (the picture, a download button, the event's name and
   when the photo will be deleted);
-* ``GET /p/<token>.jpg``: the JPEG.
+* ``GET /p/<token>.jpg``: the JPEG;
+* ``GET /p/<token>.mp4`` and ``/p/<token>.gif``: its clip (``keepsake.clip``), once made; a
+  single byte ``Range`` is answered 206 (a phone's video player asks for one).
 
 Everything else is 404 (no index, no listing; ``%2e%2e``, ``%2f`` and ``..`` never match a token),
 a token whose photo was deleted is 410, any method but GET and HEAD is 405, a request line or
@@ -51,7 +53,9 @@ log = logging.getLogger(__name__)
 
 #: The only request targets served (query strings are ignored, never interpreted).
 _PAGE_RE = re.compile(r"/p/([A-Za-z0-9_-]{22})")
-_JPEG_RE = re.compile(r"/p/([A-Za-z0-9_-]{22})\.jpg")
+_JPEG_RE = re.compile(r"/p/([A-Za-z0-9_-]{22})\.(jpg|mp4|gif)")
+_CONTENT_TYPES = {"jpg": "image/jpeg", "mp4": "video/mp4", "gif": "image/gif"}
+_RANGE_RE = re.compile(r"bytes=(\d{0,12})-(\d{0,12})")
 
 #: Request limits: a phone's GET is a few hundred bytes.
 MAX_LINE_BYTES = 2048
@@ -72,11 +76,12 @@ _CSS = (
     "a.button{display:block;margin:1rem 0;padding:1rem;border-radius:.5rem;background:#2d7ff9;"
     "color:#fff;font-size:1.2rem;text-decoration:none}"
     "p{margin:.5rem 0}.small{color:#aaa;font-size:.9rem}"
+    "video{width:100%;height:auto;border-radius:.5rem;margin-top:1rem}"
 )
 _CSS_HASH = base64.b64encode(hashlib.sha256(_CSS.encode()).digest()).decode()
 #: Nothing but this page's own picture and its one inline style; no script at all.
 CSP = (
-    f"default-src 'none'; img-src 'self'; style-src 'sha256-{_CSS_HASH}'; base-uri 'none'; "
+    f"default-src 'none'; img-src 'self'; media-src 'self'; style-src 'sha256-{_CSS_HASH}'; base-uri 'none'; "
     "form-action 'none'; frame-ancestors 'none'"
 )
 _SECURITY_HEADERS = {
@@ -94,6 +99,7 @@ _STATUS_TEXT = {
     405: "Only GET and HEAD",
     410: "This photo has been deleted",
     413: "No request body, please",
+    416: "Range not satisfiable",
     429: "Too many requests; try again in a moment",
     500: "The kiosk could not answer",
 }
@@ -104,7 +110,7 @@ class PhotoIndex(Protocol):
     server process (:class:`~kiosk.keepsake.process.StoreMirror`)."""
 
     def lookup(self, token: str) -> Lookup: ...
-    def read(self, token: str) -> tuple[Lookup, bytes | None]: ...
+    def read(self, token: str, kind: str = "jpg") -> tuple[Lookup, bytes | None]: ...
     def sweep(self) -> int: ...
 
 
@@ -182,6 +188,20 @@ def url_for_token(base: str, token: str) -> str:
     return f"{base.rstrip('/')}/p/{token}"
 
 
+def byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """The (first, last) bytes of one ``Range: bytes=a-b`` (``a-``, ``-n``) within ``size``; None
+    when it is not one satisfiable range (several ranges are not served)."""
+    m = _RANGE_RE.fullmatch(header.strip())
+    if m is None or not (m.group(1) or m.group(2)):
+        return None
+    if not m.group(1):  # the last n bytes
+        first, last = max(0, size - int(m.group(2))), size - 1
+    else:
+        first = int(m.group(1))
+        last = min(int(m.group(2)), size - 1) if m.group(2) else size - 1
+    return (first, last) if first <= last and first < size else None
+
+
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     """A server TLS context (TLS 1.2+); :class:`KeepsakeError` with one line naming the files."""
     ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -196,20 +216,26 @@ def tls_context(cert: Path, key: Path) -> ssl.SSLContext:
     return ctx
 
 
-def _page(token: str, expires: float, event_name: str, now: float) -> str:
+def _page(token: str, expires: float, event_name: str, now: float, clips: tuple[str, ...] = ()) -> str:
     when = time.strftime("%H:%M", time.localtime(expires))
     minutes = max(1, round((expires - now) / 60))
     title = html.escape(event_name) if event_name else "Your photo"
     event = f"<p>{html.escape(event_name)}</p>" if event_name else ""
     jpg = f"/p/{token}.jpg"
     name = re.sub(r"[^A-Za-z0-9_-]+", "-", event_name).strip("-")[:40] or "faceswap"
+    clip = ""
+    if "mp4" in clips:
+        clip += f"<video src=/p/{token}.mp4 autoplay loop muted playsinline></video>"
+        clip += f"<a class=button href=/p/{token}.mp4 download={name}-{token[:6]}.mp4>Download the video</a>"
+    if "gif" in clips:
+        clip += f"<a class=button href=/p/{token}.gif download={name}-{token[:6]}.gif>Download the GIF</a>"
     return (
         "<!doctype html><html lang=en><head><meta charset=utf-8>"
         '<meta name=viewport content="width=device-width,initial-scale=1">'
         '<meta name=robots content="noindex,nofollow">'
         f"<title>{title}</title><style>{_CSS}</style></head><body><main>"
         f"{event}<img src={jpg} alt='Your face-swap photo'>"
-        f"<a class=button href={jpg} download={name}-{token[:6]}.jpg>Download the photo</a>"
+        f"<a class=button href={jpg} download={name}-{token[:6]}.jpg>Download the photo</a>{clip}"
         f"<p class=small>This photo is deleted at {when} (in about {minutes} min). "
         "Save it to your phone now.</p></main></body></html>"
     )
@@ -483,16 +509,33 @@ class KeepsakeServer:
             found = self.store.lookup(token)
             if found.record is None:
                 return self._answer(int(found.found))
-            body = _page(token, found.record.expires, self.cfg.event_name, self._clock())
+            rec = found.record
+            body = _page(token, rec.expires, self.cfg.event_name, self._clock(), rec.clips)
             if request.method == "GET":
                 self.counts.pages += 1
             return web.Response(
                 text=body, content_type="text/html", charset="utf-8", headers=_SECURITY_HEADERS
             )
-        found, data = await asyncio.get_running_loop().run_in_executor(None, self.store.read, token)
+        kind = match.group(2)
+        found, data = await asyncio.get_running_loop().run_in_executor(None, self.store.read, token, kind)
         if data is None:
             return self._answer(int(found.found) if found.found is not Found.OK else 410)
-        if request.method == "GET":
-            self.counts.downloads += 1
-        headers = {**_SECURITY_HEADERS, "Content-Disposition": f'inline; filename="keepsake-{token[:6]}.jpg"'}
-        return web.Response(body=data, content_type="image/jpeg", headers=headers)
+        headers = {
+            **_SECURITY_HEADERS,
+            "Content-Disposition": f'inline; filename="keepsake-{token[:6]}.{kind}"',
+            "Accept-Ranges": "bytes",
+        }
+        status, part, first = 200, data, 0
+        if "Range" in request.headers:
+            span = byte_range(request.headers["Range"], len(data))
+            if span is None:
+                return self._answer(416)
+            (first, last), status = span, 206
+            part = data[first : last + 1]
+            headers["Content-Range"] = f"bytes {first}-{last}/{len(data)}"
+        if request.method == "GET" and first + len(part) == len(data):  # once: with its last byte
+            if kind == "jpg":
+                self.counts.downloads += 1
+            else:
+                self.counts.clip_downloads += 1
+        return web.Response(body=part, status=status, content_type=_CONTENT_TYPES[kind], headers=headers)

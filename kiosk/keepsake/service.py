@@ -160,6 +160,11 @@ class KeepsakeService:
             self._print(kept, self.cfg.print_copies)
         return kept
 
+    def keep_clip(self, token: str, files: dict[str, bytes]) -> KeepsakeRecord:
+        """Keep a clip (``keepsake.clip``) beside the photo of ``token``: the page links it from now
+        on and it is deleted with the photo; :class:`KeepsakeError` when not kept."""
+        return self.store.add_clip(token, files)
+
     def _print(self, kept: Keepsake, copies: int) -> bool:
         assert self.printer is not None
         return self.printer.submit(kept.record.path, copies, kept.url if self.cfg.print_qr else "")
@@ -282,6 +287,7 @@ class KeepsakeService:
             "evicted": c.evicted,
             "refused": s.refused,
             "connections_refused": s.connections_refused,
+            "clips_downloaded": s.clip_downloads,
             "server_up": int(self.available),
         }
 

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import IntEnum
 from pathlib import Path
 
@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 #: A token as :func:`new_token` makes it: 16 random bytes in URL-safe base64 without padding.
 TOKEN_RE = re.compile(r"[A-Za-z0-9_-]{22}")
 _FILE_SUFFIX = ".jpg"
+#: A photo's files: the JPEG, and its clip (``keepsake.clip``: an MP4 and a GIF) under the same token.
+_SUFFIXES = (_FILE_SUFFIX, ".mp4", ".gif")
 #: How often the store is swept (photos past their time-to-live deleted even when nobody asks).
 SWEEP_EVERY_S = 1.0
 #: Tokens remembered as gone (410) after their photo was deleted, also across a restart (as salted
@@ -64,10 +66,22 @@ class KeepsakeRecord:
     """One stored photo. ``created``/``expires`` are wall-clock seconds (the page shows the time)."""
 
     token: str
-    path: Path
+    path: Path  # the JPEG
     created: float
     expires: float
-    size_bytes: int
+    size_bytes: int  # of all its files
+    clips: tuple[str, ...] = ()  # the clip's files beside the JPEG, by suffix ("mp4", "gif")
+
+    def file(self, kind: str = "jpg") -> Path | None:
+        """The path of the JPEG (``jpg``) or of a clip file it has, else None."""
+        return (
+            self.path if kind == "jpg" else self.path.with_suffix(f".{kind}") if kind in self.clips else None
+        )
+
+    def delete_files(self) -> None:
+        """Unlink the JPEG and its clip (OSError but for files already gone)."""
+        for path in (self.path, *(self.path.with_suffix(f".{k}") for k in self.clips)):
+            path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -135,7 +149,7 @@ class KeepsakeStore:
         ``keep_on_disk`` take them back (their time-to-live counts from the file's time)."""
         self._make_folder()
         self._take_lock()
-        found = self._files_on_disk()
+        found = keepsake_files(self.folder)
         with self._lock:
             self._gone = GoneTokens.load(self.folder / GONE_FILE, GONE_MEMORY)
             if not self._limits.keep_on_disk:
@@ -159,6 +173,18 @@ class KeepsakeStore:
                     )
                     self._records[token] = rec
                     self._bytes += rec.size_bytes
+                for path in (p for p in found if p.suffix in _SUFFIXES[1:]):  # clips: with their photo
+                    owner = self._records.get(path.name.partition(".")[0])
+                    if owner is None:
+                        path.unlink(missing_ok=True)
+                        continue
+                    rec = owner
+                    size = path.stat().st_size
+                    self._records[rec.token] = replace(
+                        rec, clips=(*rec.clips, path.suffix[1:]), size_bytes=rec.size_bytes + size
+                    )
+                    self._bytes += size
+                for rec in self._records.values():
                     self._notify(("add", rec))
         self.sweep()
         return self
@@ -177,13 +203,13 @@ class KeepsakeStore:
             if self._limits.keep_on_disk:
                 return
             for rec in self._records.values():
-                rec.path.unlink(missing_ok=True)
+                rec.delete_files()
                 self._forget(rec.token)
                 self._notify(("gone", rec.token))
             self._records.clear()
             self._bytes = 0
             self._save_gone()
-        for path in self._files_on_disk():  # leftovers: a temporary file of an add cut short
+        for path in keepsake_files(self.folder):  # leftovers: a temporary file of an add cut short
             path.unlink(missing_ok=True)
 
     def set_limits(self, limits: StoreLimits) -> None:
@@ -255,15 +281,45 @@ class KeepsakeStore:
                 return Lookup(Found.OK, rec) if rec.path.exists() else Lookup(Found.GONE)
             return Lookup(Found.GONE if token in self._gone else Found.UNKNOWN)
 
-    def read(self, token: str) -> tuple[Lookup, bytes | None]:
-        """:meth:`lookup` and the JPEG's bytes (a photo deleted in between reads as GONE)."""
-        found = self.lookup(token)
-        if found.record is None:
-            return found, None
+    def read(self, token: str, kind: str = "jpg") -> tuple[Lookup, bytes | None]:
+        """:meth:`lookup` and the bytes of its JPEG or clip file (``kind``: jpg, mp4, gif): a photo
+        deleted in between reads as GONE, a clip not (yet) made as UNKNOWN."""
+        return read_file(self.lookup(token), kind)
+
+    def add_clip(self, token: str, files: dict[str, bytes]) -> KeepsakeRecord:
+        """Keep a clip's ``files`` (by suffix) beside the photo of ``token``, deleted with it;
+        :class:`KeepsakeError` when the photo is gone or the clip would go over ``max_mb``."""
+        size = sum(len(data) for data in files.values())
+        with self._lock:
+            rec = self._records.get(token)
+            over = rec is not None and self._bytes + size > self._limits.max_bytes
+        if rec is None or over:
+            why = (
+                "its photo was deleted"
+                if rec is None
+                else f"keepsake.max_mb ({self._limits.max_mb:g}) is reached"
+            )
+            raise KeepsakeError(f"keepsake: clip of photo {photo_id(token)} not kept: {why}")
+        new = replace(rec, clips=tuple(files), size_bytes=rec.size_bytes + size)
         try:
-            return found, found.record.path.read_bytes()
-        except OSError:
-            return Lookup(Found.GONE), None
+            for kind, data in files.items():
+                atomic_write(rec.path.with_suffix(f".{kind}"), data, mode=0o600, make_folder=False)
+        except OSError as exc:
+            new.delete_files()
+            raise KeepsakeError(f"keepsake: cannot write {self.folder}: {exc.strerror or exc}") from None
+        with self._lock:
+            if self._records.get(token) is not rec:  # deleted (or given a clip) meanwhile
+                kept = self._records.get(token)
+                for kind in files:
+                    if kept is None or kind not in kept.clips:
+                        rec.path.with_suffix(f".{kind}").unlink(missing_ok=True)
+                raise KeepsakeError(
+                    f"keepsake: clip of photo {photo_id(token)} not kept: its photo was deleted"
+                )
+            self._records[token] = new
+            self._bytes += size
+            self._notify(("add", new))
+        return new
 
     def sweep(self) -> int:
         """Delete photos past their time-to-live and beyond the limits, oldest first; the number deleted."""
@@ -295,7 +351,7 @@ class KeepsakeStore:
             for rec, _ in doomed:  # under the lock: a lookup never finds a record whose file is gone
                 self._notify(("gone", rec.token))
                 try:
-                    rec.path.unlink(missing_ok=True)
+                    rec.delete_files()
                 except OSError as exc:
                     log.warning("keepsakes: cannot delete %s: %s", rec.path, exc)
             if doomed:
@@ -313,7 +369,7 @@ class KeepsakeStore:
             self._bytes -= rec.size_bytes
             self._forget(token)
             self._notify(("gone", token))
-            rec.path.unlink(missing_ok=True)
+            rec.delete_files()
         log.info("keepsake %s deleted (withdrawn)", photo_id(token))
 
     def records(self) -> list[KeepsakeRecord]:
@@ -334,47 +390,15 @@ class KeepsakeStore:
             log.warning("keepsakes: cannot restrict %s to its owner: %s", self.folder, exc)
 
     def _take_lock(self) -> None:
-        """Hold ``LOCK_NAME`` in the folder (``flock``, released by the kernel if the kiosk dies;
-        the file is removed at :meth:`close`, so a lock taken on a file just removed is retried)."""
-        path = self.folder / LOCK_NAME
-        for _ in range(10):
-            try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-            except OSError as exc:
-                raise KeepsakeError(f"keepsake: cannot create {path}: {exc.strerror or exc}") from None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                raise KeepsakeError(
-                    f"keepsake: {self.folder} is in use by another kiosk; give each kiosk its own "
-                    "keepsake folder (KIOSK_KEEPSAKE_DIR)"
-                ) from None
-            try:
-                same = os.stat(path).st_ino == os.fstat(fd).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                break
-            os.close(fd)  # the owner removed it as we opened it: take the new one
-        else:
-            raise KeepsakeError(f"keepsake: cannot lock {path}; remove it and restart the kiosk")
+        fd = lock_folder(self.folder)
         if self._lock_fd is not None:
             os.close(self._lock_fd)
         self._lock_fd = fd
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
 
     def _release_lock(self) -> None:
-        if self._lock_fd is None:
-            return
-        try:
-            if os.stat(self.folder / LOCK_NAME).st_ino == os.fstat(self._lock_fd).st_ino:
-                os.unlink(self.folder / LOCK_NAME)  # still held: nobody else can own it yet
-        except OSError:
-            pass
-        os.close(self._lock_fd)  # closing the file releases the flock
-        self._lock_fd = None
+        if self._lock_fd is not None:
+            unlock_folder(self.folder, self._lock_fd)
+            self._lock_fd = None
 
     def _notify(self, message: tuple[str, object]) -> None:
         if self.listener is not None:
@@ -395,20 +419,78 @@ class KeepsakeStore:
         with self._lock:
             return self._gone.copy()
 
-    def _files_on_disk(self) -> list[Path]:
-        """The keepsakes (and temporary files of keepsakes) in the folder; nothing else is touched."""
+
+def lock_folder(folder: Path) -> int:
+    """Hold ``LOCK_NAME`` in ``folder`` (``flock``, released by the kernel if the kiosk dies; the
+    file is removed at :meth:`KeepsakeStore.close`, so a lock taken on a file just removed is
+    retried); the lock's file descriptor."""
+    path = folder / LOCK_NAME
+    for _ in range(10):
         try:
-            entries = list(self.folder.iterdir())
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise KeepsakeError(f"keepsake: cannot create {path}: {exc.strerror or exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise KeepsakeError(
+                f"keepsake: {folder} is in use by another kiosk; give each kiosk its own "
+                "keepsake folder (KIOSK_KEEPSAKE_DIR)"
+            ) from None
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
         except FileNotFoundError:
-            return []
-        out = []
-        for path in entries:
-            name = path.name
-            photo = name.endswith(_FILE_SUFFIX) and is_token(name.removesuffix(_FILE_SUFFIX))
-            partial = name.startswith(".") and name.endswith(".tmp") and is_token(name[1:23])
-            if photo or partial:
-                out.append(path)
-        return out
+            same = False
+        if same:
+            break
+        os.close(fd)  # the owner removed it as we opened it: take the new one
+    else:
+        raise KeepsakeError(f"keepsake: cannot lock {path}; remove it and restart the kiosk")
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def unlock_folder(folder: Path, fd: int) -> None:
+    """Release :func:`lock_folder`'s lock (and remove its file while it is still ours)."""
+    try:
+        if os.stat(folder / LOCK_NAME).st_ino == os.fstat(fd).st_ino:
+            os.unlink(folder / LOCK_NAME)  # still held: nobody else can own it yet
+    except OSError:
+        pass
+    os.close(fd)  # closing the file releases the flock
+
+
+def keepsake_files(folder: Path) -> list[Path]:
+    """The keepsakes (photos, their clips, temporary files of either) in ``folder``; nothing else."""
+    try:
+        entries = list(folder.iterdir())
+    except FileNotFoundError:
+        return []
+    out = []
+    for path in entries:
+        name = path.name
+        stem, _, suffix = name.partition(".")
+        photo = f".{suffix}" in _SUFFIXES and is_token(stem)
+        partial = name.startswith(".") and name.endswith(".tmp") and is_token(name[1:23])
+        if photo or partial:
+            out.append(path)
+    return out
+
+
+def read_file(found: Lookup, kind: str) -> tuple[Lookup, bytes | None]:
+    """The bytes of ``found``'s JPEG or clip file (``kind``), for the store and its mirror."""
+    rec = found.record
+    if rec is None:
+        return found, None
+    path = rec.file(kind)
+    if path is None:
+        return Lookup(Found.UNKNOWN), None
+    try:
+        return found, path.read_bytes()
+    except OSError:
+        return Lookup(Found.GONE), None
 
 
 def _mtime(path: Path) -> float:
