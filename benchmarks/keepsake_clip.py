@@ -18,7 +18,8 @@ import time
 
 import numpy as np
 
-from kiosk.keepsake.clip import ClipMaker, ClipRing
+from kiosk.keepsake.brand import NO_FRAME
+from kiosk.keepsake.clip import ClipMaker, ClipRing, small_frame
 from kiosk.types import Face, SwappedFace
 
 
@@ -53,9 +54,9 @@ def main() -> None:
     args = ap.parse_args()
     maker = ClipMaker()
     for i in range(40):
-        maker.ring.add(__import__("kiosk.keepsake.clip", fromlist=["small_frame"]).small_frame(*picture(i), 480))
+        maker.ring.add(small_frame(*picture(i), 480))
     frames = maker.ring.snapshot()
-    maker.make("A" * 22, frames, __import__("kiosk.keepsake.brand", fromlist=["NO_FRAME"]).NO_FRAME, lambda t, f: None)
+    maker.make("A" * 22, frames, NO_FRAME, lambda t, f: None)
     maker.wait(60)  # warm: numba, libx264
     without, with_, built = [], [], [0]
     for _ in range(args.rounds):
@@ -65,20 +66,20 @@ def main() -> None:
         def keep(token: str, files: dict[str, bytes]) -> None:
             built[0] += 1
 
-        def feed() -> None:
-            from kiosk.keepsake.brand import NO_FRAME
-
+        def feed(stop: threading.Event) -> None:
             while not stop.is_set():
                 maker.make("A" * 22, frames, NO_FRAME, keep).result()
 
-        feeder = threading.Thread(target=feed, daemon=True)
+        feeder = threading.Thread(target=feed, args=(stop,), daemon=True)
         feeder.start()
         with_.append(loop_rate(args.seconds, ClipRing(), args.fps))
         stop.set()
         feeder.join(60)
     w, wo = statistics.median(with_), statistics.median(without)
     print(f"render-like loop without clips: {[round(x) for x in without]} fps (median {wo:.0f})")
-    print(f"while clips are built:          {[round(x) for x in with_]} fps (median {w:.0f}); {built[0]} clips")
+    print(
+        f"while clips are built:          {[round(x) for x in with_]} fps (median {w:.0f}); {built[0]} clips"
+    )
     print(f"ratio with/without: {w / wo:.2f}")
     maker.close()
 
