@@ -84,18 +84,47 @@ def console() -> Iterator[Console]:
         c.server.stop()
 
 
-PATHS = ["/", "/status.json", "/screen.jpg", "/app.js", "/index.html", "/nope", "/api/face/next", "/logout"]
+def served_paths() -> list[str]:
+    """Every path the console's server names (each string literal of its module that starts with a
+    slash), so a route added later is covered without editing this list."""
+    import inspect
+
+    import kiosk.console.server as module
+
+    found = set(re.findall(r"[\"'](/[A-Za-z0-9_./-]*)[\"']", inspect.getsource(module)))
+    return sorted(found - {"/login"})
+
+
+def variants(path: str) -> list[str]:
+    return [
+        path,
+        path + "/",
+        "/" + path,
+        path + "?pin=" + PIN,
+        path.upper(),
+        "/login/.." + path,
+        "/login/" + path.lstrip("/"),
+        path + ";login",
+        "/%" + f"{ord(path[1]):02X}" + path[2:] if len(path) > 1 else "/%2F",
+    ]
 
 
 def test_without_the_pin_every_path_but_the_login_page_is_401(console: Console) -> None:
-    for path in PATHS:
-        for method in ("GET", "POST"):
-            status, headers, body = console.request(method, path)
-            assert status == 401, (method, path, status)
-            assert b"Ada" not in body and b"jpeg" not in body
+    paths = served_paths()
+    assert {"/", "/status.json", "/screen.jpg", "/app.js", "/api/face/next", "/logout"} <= set(paths)
+    for path in [*paths, "/nope", "/.env", "/login/"]:
+        for target in variants(path):
+            for method in ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS", "PATCH"):
+                if target != path and method not in ("GET", "POST"):
+                    continue
+                status, headers, body = console.request(method, target)
+                assert status == 401, (method, target, status)
+                assert b"Ada" not in body and b"jpeg" not in body and b"function" not in body
     status, headers, body = console.request("GET", "/login")
     assert status == 200 and b"name=pin" in body
+    assert console.request("GET", "/login?next=/status.json")[0] == 200
     assert console.request("GET", "/status.json", headers=basic(PIN, "admin"))[0] == 401
+    assert console.request("GET", "/status.json", headers=basic(PIN + "x"))[0] == 401
     assert console.commands == []
 
 

@@ -244,6 +244,18 @@ class ConsoleServer:
         if not self.limiter.allow(client, time.monotonic()):
             return _answer(429)
         method = request.method
+        target = request.raw_path.split("?", 1)[0]
+        session: Session | None = None
+        if target != "/login":  # the PIN first: without it nothing but the login page says anything
+            if self.door.locked(client):
+                return _answer(429)
+            session, why = self._who(request, client)
+            if why:
+                if self.door.locked(client):  # this was its last try
+                    return _answer(429)
+                if target in ("/", "/index.html") and method == "GET":
+                    return _html(pages.unauthorised_page(), 401)
+                return _answer(401, challenge=True)
         if method not in ("GET", "HEAD", "POST"):
             return _answer(405)
         if request.headers.get("Transfer-Encoding"):
@@ -251,19 +263,8 @@ class ConsoleServer:
         length = request.content_length or 0
         if (method != "POST" and request.body_exists) or length > MAX_BODY_BYTES:
             return _answer(413)
-        target = request.raw_path.split("?", 1)[0]
         if target == "/login":
             return await self._login(request, client)
-        if self.door.locked(client):
-            return _answer(429)
-        session, why = self._who(request, client)
-        if why:
-            if self.door.locked(client):  # this was its last try
-                return _answer(429)
-            page = target in ("/", "/index.html")
-            if page and method != "POST":
-                return _html(pages.unauthorised_page(), 401)
-            return _answer(401, challenge=True)
         if method == "POST":
             return await self._post(request, target, session)
         if target.startswith("/api/") or target == "/logout":
