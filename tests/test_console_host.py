@@ -98,9 +98,17 @@ def test_commands_become_the_booth_actions_of_the_frame(tmp_path: Any) -> None:
         ("pick_face", "hedy"),
         ("pick_face", "nobody"),
         ("keepsake",),
+        ("print_again",),
         ("quit",),  # not a console command: ignored
     ]
-    assert host.actions(1.0) == ("next_face", "prev_face", "toggle_swap", "pick_face_3", "keepsake")
+    assert host.actions(1.0) == (
+        "next_face",
+        "prev_face",
+        "toggle_swap",
+        "pick_face_3",
+        "keepsake",
+        "print_again",
+    )
     process.queued = [("reload_faces",), ("delete_keepsake", "t1"), ("delete_last_keepsakes", 2)]
     assert host.actions(1.1) == ()
     assert host._reload.is_set()

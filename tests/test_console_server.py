@@ -141,6 +141,7 @@ def test_with_the_pin_status_json_answers_and_face_next_is_queued(console: Conso
     token = "A" * 22
     assert console.request("POST", "/api/keepsake/delete", f"token=http://x/p/{token}", basic(PIN))[0] == 202
     assert console.request("POST", "/api/keepsake/delete", "last=2", basic(PIN))[0] == 202
+    assert console.request("POST", "/api/keepsake/print", headers=basic(PIN))[0] == 202
     assert console.request("POST", "/api/swap", "on=maybe", basic(PIN))[0] == 400
     assert console.commands == [
         ("next_face",),
@@ -149,6 +150,7 @@ def test_with_the_pin_status_json_answers_and_face_next_is_queued(console: Conso
         ("pick_face", "k2"),
         ("delete_keepsake", token),
         ("delete_last_keepsakes", 2),
+        ("print_again",),
     ]
 
 

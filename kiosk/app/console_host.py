@@ -42,7 +42,12 @@ BACKOFF_S = (2.0, 5.0, 15.0, 60.0)
 #: A face seen after this long without any counts as a new one (the "faces seen" plot).
 FACE_GAP_S = 3.0
 #: Commands that are booth actions as they are.
-_ACTIONS = {"next_face": "next_face", "prev_face": "prev_face", "keepsake": "keepsake"}
+_ACTIONS = {
+    "next_face": "next_face",
+    "prev_face": "prev_face",
+    "keepsake": "keepsake",
+    "print_again": "print_again",  # the last kept photo printed once more (keepsake.print_command)
+}
 
 
 class ConsoleHost:

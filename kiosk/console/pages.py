@@ -177,6 +177,7 @@ def status_page(status: dict[str, Any] | None, csrf: str, now_unix: float | None
         keepsakes = (
             "<h2>Keepsakes</h2>"
             + _button("/api/keepsake/take", "take a keepsake", csrf)
+            + _button("/api/keepsake/print", "print the last photo again", csrf)
             + _button(
                 "/api/keepsake/delete",
                 "delete this photo",

@@ -76,6 +76,7 @@ _SIMPLE = {
     "/api/face/prev": ("prev_face",),
     "/api/faces/reload": ("reload_faces",),
     "/api/keepsake/take": ("keepsake",),
+    "/api/keepsake/print": ("print_again",),
 }
 
 Command = tuple[Any, ...]
