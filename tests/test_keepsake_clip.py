@@ -387,3 +387,20 @@ class _Booth:
 
     def close(self) -> None:
         self.host.close()
+
+
+def test_clip_on_without_pyav_logs_one_line_and_keeps_stills(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "av", None)  # PyAV not installed: `import av` fails
+    with caplog.at_level("ERROR", logger="kiosk.app.keepsake_host"):
+        booth = _Booth(tmp_path, clip=True)
+    try:
+        assert booth.host.clips is None  # no ring, no clip thread: stills only
+        assert [r.getMessage() for r in caplog.records] == [MISSING_ENCODER]
+        booth.take()
+        assert _files(booth.folder) == [".jpg"]
+    finally:
+        booth.close()

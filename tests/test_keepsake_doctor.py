@@ -112,3 +112,14 @@ def test_doctor_runs_the_keepsake_checks_only_when_enabled(
     assert by["keepsake-port"].ok and by["keepsake-folder"].ok
     assert str(tmp_path / "photos") in by["keepsake-folder"].detail
     assert "keepsake-address" in [c.name for c in report.errors]  # loopback: no phone reaches it
+
+
+def test_doctor_says_in_one_line_when_clip_is_on_but_pyav_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kiosk.appliance.doctor.keepsake import check_clip
+
+    assert check_clip(KeepsakeConfig(enabled=True)) == []  # clip off: nothing to say
+    monkeypatch.setitem(sys.modules, "av", None)  # PyAV not installed: `import av` fails
+    [missing] = check_clip(KeepsakeConfig(enabled=True, clip=True))
+    assert missing.name == "keepsake-clip" and not missing.ok and missing.severity == "warning"
+    assert "PyAV" in missing.detail and "\n" not in missing.detail
+    assert "faceswap-kiosk[clip]" in missing.fix

@@ -227,6 +227,25 @@ def check_dropin(
     ]
 
 
+def check_clip(k: KeepsakeConfig) -> list[CheckResult]:
+    """``keepsake.clip``: PyAV's H.264 encoder is there (else the kiosk offers stills only)."""
+    if not k.clip:
+        return []
+    from kiosk.keepsake.clip import encoder_problem
+
+    if encoder_problem():
+        return [
+            CheckResult(
+                "keepsake-clip",
+                False,
+                "keepsake.clip is on but PyAV (its H.264 encoder) is missing: the kiosk offers still photos only",
+                "pip install 'faceswap-kiosk[clip]' into the kiosk's venv (scripts/setup.sh does)",
+                severity="warning",
+            )
+        ]
+    return [CheckResult("keepsake-clip", True, "moving keepsakes: H.264 MP4 and GIF (PyAV with libx264)")]
+
+
 def check_keepsake(ctx: DoctorContext) -> list[CheckResult]:
     k, console = ctx.cfg.keepsake, ctx.cfg.console
     if not k.enabled:  # and no drop-in left open from when they were on (or missing for the console)
@@ -239,6 +258,7 @@ def check_keepsake(ctx: DoctorContext) -> list[CheckResult]:
         *check_address(k),
         *check_tls(ctx, k),
         check_printer(k),
+        *check_clip(k),
         *check_dropin(k, console=console),
     ]
     from kiosk.appliance.doctor.storage import _writable
