@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import errno
 import http.client
-import ipaddress
-import socket
 import stat
 
 from kiosk.appliance.doctor.core import CheckResult, DoctorContext, resolve
+from kiosk.appliance.doctor.keepsake import bind_error, local_address
 from kiosk.config import ConsoleConfig
 
 
 def _console_answers(host: str, port: int) -> bool:
     """Whether what listens on ``port`` is a kiosk's staff console (its login page, our Server header)."""
-    target = "127.0.0.1" if ipaddress.ip_address(host).is_unspecified else host
-    target = "::1" if target == "::" else target
     try:
-        conn = http.client.HTTPConnection(target, port, timeout=2)
+        conn = http.client.HTTPConnection(local_address(host), port, timeout=2)
         conn.request("GET", "/login")
         resp = conn.getresponse()
         server = resp.getheader("Server")
@@ -37,12 +34,7 @@ def check_console_port(c: ConsoleConfig, keepsake_listen: str | None = None) -> 
             f"console.listen {c.listen} uses the keepsake server's port",
             "give the console a port of its own in console.listen (the default is 8089)",
         )
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, port))
-    except OSError as exc:
+    if (exc := bind_error(host, port)) is not None:
         if exc.errno == errno.EADDRINUSE:
             if _console_answers(host, port):
                 return CheckResult(

@@ -21,11 +21,28 @@ from kiosk.util.errors import one_line
 UNIT_PATH = Path("/etc/systemd/system/faceswap-kiosk.service")
 
 
+def local_address(host: str) -> str:
+    """Where to reach a server that listens on ``host`` from this machine."""
+    return "127.0.0.1" if ipaddress.ip_address(host).is_unspecified else host
+
+
+def bind_error(host: str, port: int) -> OSError | None:
+    """Why a server could not listen on ``host:port`` now (None: it could)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as exc:
+        return exc
+    return None
+
+
 def _kiosk_answers(host: str, port: int) -> bool:
     """Whether what listens on ``port`` is a kiosk's keepsake server (its 404 carries the kiosk CSP)."""
     from kiosk.keepsake.server import CSP
 
-    target = "127.0.0.1" if ipaddress.ip_address(host).is_unspecified else host
+    target = local_address(host)
     try:
         conn = http.client.HTTPConnection(target, port, timeout=2)
         conn.request("GET", "/")
@@ -39,12 +56,7 @@ def _kiosk_answers(host: str, port: int) -> bool:
 
 def check_port(k: KeepsakeConfig) -> CheckResult:
     host, port = k.listen_host_port()
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, port))
-    except OSError as exc:
+    if (exc := bind_error(host, port)) is not None:
         if exc.errno == errno.EADDRINUSE:
             if _kiosk_answers(host, port):
                 return CheckResult(
