@@ -36,8 +36,10 @@ from kiosk.capture.demo_visitor import source_face_path  # noqa: E402
 from kiosk.config import parse_config  # noqa: E402
 from kiosk.processing.models import read_image  # noqa: E402
 from kiosk.processing.pipeline import SwapPipeline  # noqa: E402
+from kiosk.tools.identity import Recognizer  # noqa: E402
 
 MESHES = {"none": "null", "bundled": "package:data/models/face_mesh_468.onnx"}
+RECOGNIZER = Path(__file__).resolve().parents[2] / "shared" / "models" / "mobilefacenet_128_foamliu.onnx"
 JUDGE = Path(__file__).resolve().with_name("expression_judge.py")
 DEFAULT_JUDGE_PYTHON = os.environ.get("KIOSK_JUDGE_PYTHON", "/tmp/judge/bin/python")
 
@@ -114,20 +116,40 @@ def pipeline(mesh: str) -> SwapPipeline:
 
 def swap_clip(
     mesh: str, clip: list[NDArray[np.uint8]], source: NDArray[np.uint8], fps: float
-) -> tuple[list[NDArray[np.uint8]], NDArray[np.float32], list[float]]:
-    """The swapped frames, the boxes of the swapped face (NaN where none) and per-face ms."""
+) -> tuple[list[NDArray[np.uint8]], NDArray[np.float32], list[float], NDArray[np.float32]]:
+    """The swapped frames, the boxes and 5 keypoints of the swapped face (NaN where none) and
+    the per-face ms."""
     pipe = pipeline(mesh)
     pipe.set_source(source)
     outs, boxes, ms = [], np.full((len(clip), 4), np.nan, np.float32), []
+    kps = np.full((len(clip), 5, 2), np.nan, np.float32)
     for i, frame in enumerate(clip):
         out = np.empty_like(frame)
         faces = pipe.process_into(frame, out, paste=True, t=i / fps)
         t = pipe.times
         if faces:
             boxes[i] = faces[0].face.box_xyxy
+            kps[i] = faces[0].face.kps
             ms.append((t.align_ms + t.swap_ms + t.mask_ms + t.color_ms + t.paste_ms) / t.faces)
         outs.append(out)
-    return outs, boxes, ms
+    return outs, boxes, ms, kps
+
+
+def identity(
+    recognizer: Recognizer, clip: list[NDArray[np.uint8]], outs: list[NDArray[np.uint8]],
+    kps: NDArray[np.float32], source_emb: NDArray[np.float32],
+) -> dict[str, float]:  # fmt: skip
+    """MobileFaceNet cosine of each swapped face to the source photo and to the visitor it
+    replaced (the same keypoints on both frames): medians and the share closer to the source."""
+    to_src, to_vis = [], []
+    for frame, out, k in zip(clip, outs, kps, strict=True):
+        if np.all(np.isfinite(k)):
+            swapped = recognizer.embed(out, k)
+            to_src.append(float(swapped @ source_emb))
+            to_vis.append(float(swapped @ recognizer.embed(frame, k)))
+    a, b = np.array(to_src), np.array(to_vis)
+    return {"to_source": float(np.median(a)), "to_visitor": float(np.median(b)),
+            "closer_to_source": float(np.mean(a > b))}  # fmt: skip
 
 
 def judge(frames: list[NDArray[np.uint8]], boxes: NDArray[np.float32], python: str) -> NDArray[np.float32]:
@@ -178,6 +200,7 @@ def main() -> int:
     ap.add_argument("--scale", type=float, default=4.0, help="upscale the clip (carphone is 176x144)")
     ap.add_argument("--out-dir", type=Path, default=Path("."))
     ap.add_argument("--judge-python", default=DEFAULT_JUDGE_PYTHON)
+    ap.add_argument("--recognizer", type=Path, default=RECOGNIZER, help="MobileFaceNet for identity")
     args = ap.parse_args()
     variants = [v.strip() for v in args.mesh.split(",") if v.strip()]
     if bad := [v for v in variants if v not in MESHES]:
@@ -190,7 +213,7 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, load average {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}")  # fmt: skip
     swapped = {v: swap_clip(v, clip, source, fps) for v in variants}
     # the judge looks inside the box where every variant swapped a face (the visitor's own box)
-    boxes = np.stack([b for _, b, _ in swapped.values()])
+    boxes = np.stack([b for _, b, _, _ in swapped.values()])
     common = np.all(np.isfinite(boxes).all(axis=2), axis=0)
     box = np.where(common[:, None], swapped[variants[0]][1], np.nan).astype(np.float32)
     pts_in = judge(clip, box, args.judge_python)
@@ -201,17 +224,31 @@ def main() -> int:
           f"{np.nanmax(mouth_in):.2f}, eye {np.nanmin(eye_in):.2f}-{np.nanmax(eye_in):.2f}")  # fmt: skip
     report: dict[str, object] = {"clip": str(args.clip), "frames": len(clip), "judged": n, "variants": {}}
     rows, labels = [clip], ["visitor"]
+    recognizer, source_emb = None, np.zeros(0, np.float32)
+    if args.recognizer.is_file():
+        recognizer = Recognizer(args.recognizer)
+        src_faces = pipeline("none").detect(source)
+        if not src_faces:
+            raise SystemExit(f"ERROR: no face found in the source photo {args.source}")
+        source_emb = recognizer.embed(source, src_faces[0].kps)
+    else:
+        print(f"identity: skipped, no recognizer at {args.recognizer}")
     for v in variants:
-        outs, _, ms = swapped[v]
+        outs, _, ms, kps = swapped[v]
         pts = judge(outs, box, args.judge_python)
         mouth, eye = mouth_opening(pts), eye_opening(pts)
         got = {"mouth_r": pearson(mouth_in, mouth), "eye_r": pearson(eye_in, eye),
                "ms_per_face": float(np.mean(ms)) if ms else float("nan"),
                "frames_with_face": len(ms), "mouth_mae": float(np.nanmean(np.abs(mouth - mouth_in)))}  # fmt: skip
+        ident = ""
+        if recognizer is not None:
+            got.update(identity(recognizer, clip, outs, kps, source_emb))
+            ident = (f"; identity: to source {got['to_source']:.2f}, to visitor {got['to_visitor']:.2f} "
+                     f"(medians), closer to the source on {100 * got['closer_to_source']:.0f}% of frames")  # fmt: skip
         report["variants"][v] = got  # type: ignore[index]
         print(f"--mesh {v:7s}: mouth r {got['mouth_r']:.2f}, eye r {got['eye_r']:.2f}, "
               f"{got['ms_per_face']:.2f} ms/face, {got['frames_with_face']}/{len(clip)} frames with a face "
-              f"swapped, {n} judged")  # fmt: skip
+              f"swapped, {n} judged{ident}")  # fmt: skip
         rows.append(outs)
         labels.append("5-point" if v == "none" else f"mesh ({v})")
     load1 = os.getloadavg()
