@@ -11,8 +11,8 @@ paste-back, i.e. what ``kiosk swap`` does) once per ``--mesh`` variant (``none``
 run in its own venv), places points on the input and each output inside the input's face box.
 Mouth opening = inner-lip gap / inter-ocular distance; eye opening = eye aspect ratio (mean of
 both eyes). Prints, per variant, Pearson r of mouth and eye opening (input vs output), the mean
-per-face swap time, the frames with a face, and the judge against itself (input vs input) as a
-sanity line; writes ``expression.jpg`` (visitor / 5-point / mesh crops of a few frames) and
+per-face swap time, the frames with a face, and the judge against itself (input vs input, and
+input vs the input shifted 2 px and JPEG-coded: the judge's own noise) as sanity lines; writes ``expression.jpg`` (visitor / 5-point / mesh crops of a few frames) and
 ``expression.json`` to ``--out-dir``. How to get the clip and the judge: docs/classic-swap.md.
 """
 
@@ -168,6 +168,12 @@ def judge(frames: list[NDArray[np.uint8]], boxes: NDArray[np.float32], python: s
         return np.asarray(np.load(dst), np.float32)
 
 
+def jittered(frame: NDArray[np.uint8]) -> NDArray[np.uint8]:
+    """The frame shifted 2 px right and JPEG-coded at quality 70: the same expression, other pixels."""
+    ok, buf = cv2.imencode(".jpg", np.roll(frame, 2, axis=1), [cv2.IMWRITE_JPEG_QUALITY, 70])
+    return np.asarray(cv2.imdecode(buf, cv2.IMREAD_COLOR), np.uint8)
+
+
 def crop(frame: NDArray[np.uint8], box: NDArray[np.float32], side_px: int) -> NDArray[np.uint8]:
     cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
     half = 0.8 * max(box[2] - box[0], box[3] - box[1])
@@ -219,10 +225,16 @@ def main() -> int:
     pts_in = judge(clip, box, args.judge_python)
     mouth_in, eye_in = mouth_opening(pts_in), eye_opening(pts_in)
     n = int(np.isfinite(mouth_in).sum())
+    pts_jit = judge([jittered(f) for f in clip], box, args.judge_python)
+    jit_mouth, jit_eye = pearson(mouth_in, mouth_opening(pts_jit)), pearson(eye_in, eye_opening(pts_jit))
+    print(
+        f"judge vs the input shifted 2 px and JPEG q70 (its own noise): mouth r {jit_mouth:.2f}, eye r {jit_eye:.2f}"
+    )
     print(f"judge: dlib 68-point; judge vs itself (input vs input): mouth r {pearson(mouth_in, mouth_in):.2f}, "
           f"eye r {pearson(eye_in, eye_in):.2f}; input mouth opening {np.nanmin(mouth_in):.2f}-"
           f"{np.nanmax(mouth_in):.2f}, eye {np.nanmin(eye_in):.2f}-{np.nanmax(eye_in):.2f}")  # fmt: skip
     report: dict[str, object] = {"clip": str(args.clip), "frames": len(clip), "judged": n, "variants": {}}
+    report["judge_noise"] = {"mouth_r": jit_mouth, "eye_r": jit_eye}
     rows, labels = [clip], ["visitor"]
     recognizer, source_emb = None, np.zeros(0, np.float32)
     if args.recognizer.is_file():
