@@ -1,0 +1,59 @@
+"""The expression benchmark's judge-independent math: openings from 68 points, Pearson r."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "classic_expression.py"
+_SPEC = importlib.util.spec_from_file_location("classic_expression", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+bench = importlib.util.module_from_spec(_SPEC)
+sys.modules["classic_expression"] = bench
+_SPEC.loader.exec_module(bench)
+
+
+def face(mouth_gap: float, eye_height: float, scale: float = 1.0) -> np.ndarray:
+    """68 points: eyes 6 points each (width 1, given height), centres 3 apart, an inner-lip gap."""
+    p = np.zeros((68, 2), np.float64)
+    for start, cx in ((36, 0.0), (42, 3.0)):
+        h = eye_height / 2
+        p[start : start + 6] = [
+            (cx - 0.5, 0),
+            (cx - 0.2, -h),
+            (cx + 0.2, -h),
+            (cx + 0.5, 0),
+            (cx + 0.2, h),
+            (cx - 0.2, h),
+        ]
+    for top, bottom, x in ((61, 67, 1.0), (62, 66, 1.5), (63, 65, 2.0)):
+        p[top], p[bottom] = (x, 3.0), (x, 3.0 + mouth_gap)
+    return p * scale
+
+
+def test_openings_are_scale_free_and_match_the_construction() -> None:
+    for scale in (1.0, 7.5):
+        pts = face(0.6, 0.4, scale)
+        assert bench.inter_ocular(pts) == pytest.approx(3.0 * scale)
+        assert bench.mouth_opening(pts) == pytest.approx(0.2)  # 0.6 / 3
+        assert bench.eye_opening(pts) == pytest.approx(0.4)  # (0.4 + 0.4) / (2 * 1)
+
+
+def test_openings_work_on_a_batch_and_pearson_follows_them() -> None:
+    gaps = np.linspace(0.0, 1.0, 10)
+    batch = np.stack([face(g, 0.3) for g in gaps])
+    mouth = bench.mouth_opening(batch)
+    assert mouth.shape == (10,)
+    assert bench.pearson(gaps, mouth) == pytest.approx(1.0)
+    assert bench.pearson(gaps, -mouth) == pytest.approx(-1.0)
+
+
+def test_pearson_skips_missing_frames_and_refuses_flat_or_short_series() -> None:
+    a = np.array([1.0, 2.0, np.nan, 4.0, 5.0])
+    assert bench.pearson(a, a * 2 + 1) == pytest.approx(1.0)
+    assert np.isnan(bench.pearson(a, np.ones(5)))
+    assert np.isnan(bench.pearson(np.array([1.0, 2.0]), np.array([1.0, 2.0])))
