@@ -160,9 +160,11 @@ def test_each_library_photo_keeps_its_mesh_in_its_cached_latent(mesh: FaceMesh) 
     (no mesh) is refused, so the library recomputes it."""
     crop = np.random.default_rng(1).integers(0, 256, (SOURCE_PX, SOURCE_PX, 3), dtype=np.uint8)
     kps = np.arange(10, dtype=np.float32).reshape(5, 2)
-    pts = np.random.default_rng(2).uniform(0, SOURCE_PX, (MESH_POINTS, 2)).astype(np.float32)
+    pts = np.random.default_rng(2).uniform(0, SOURCE_PX, (MESH_POINTS, 3)).astype(np.float32)
     back, kps_back, mesh_back = unpack_source(pack_source(crop, kps, pts))
     assert np.array_equal(back, crop) and np.array_equal(kps_back, kps) and np.array_equal(mesh_back, pts)
+    flat = unpack_source(pack_source(crop, kps, pts[:, :2]))[2]  # (x, y) only: a depth of 0
+    assert flat is not None and np.array_equal(flat[:, :2], pts[:, :2]) and not flat[:, 2].any()
     assert unpack_source(pack_source(crop, kps))[2] is None
     v1 = np.concatenate([[1.0, SOURCE_PX], kps.reshape(-1), crop.reshape(-1)]).astype(np.float32)
     with pytest.raises(ValueError, match="not a classic source"):
@@ -173,11 +175,14 @@ def test_each_library_photo_keeps_its_mesh_in_its_cached_latent(mesh: FaceMesh) 
     packed_crop, packed_kps, packed_mesh = unpack_source(sw.source_latent(src, face.kps, face))
     assert packed_mesh is not None
     m = align_matrix(face.kps, "arcface_128", SOURCE_PX)
-    expect = mesh.points(src, face).xy @ m[:, :2].T + m[:, 2]
-    assert np.allclose(packed_mesh, expect, atol=1e-3)
+    found = mesh.points(src, face)
+    expect = found.xy @ m[:, :2].T + m[:, 2]
+    assert np.allclose(packed_mesh[:, :2], expect, atol=1e-3)
+    # the depth in the crop's scale too (the mesh's depth times the crop's scale)
+    assert np.allclose(packed_mesh[:, 2], found.z * np.hypot(m[0, 0], m[1, 0]), atol=1e-3)
     # in the crop's pixels: the eye openings are where the crop's keypoints are
     for k, loop in ((0, RIGHT_EYE), (1, LEFT_EYE)):
-        assert np.hypot(*(packed_mesh[list(loop)].mean(0) - packed_kps[k])) < 8.0
+        assert np.hypot(*(packed_mesh[list(loop), :2].mean(0) - packed_kps[k])) < 8.0
 
 
 def test_the_face_cache_key_changes_with_the_mesh() -> None:

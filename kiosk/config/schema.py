@@ -183,11 +183,11 @@ class ModelsConfig(_Section):
         "the embedder (and, with detector auto, det_10g.onnx) are in models.dir, else classic.",
     )
     mesh: str | None = Field(
-        None,
-        description="Dense face mesh of the classic swap: package:data/models/face_mesh_468.onnx (MediaPipe "
-        "Face Mesh, 468 points, Apache-2.0, bundled) warps the photo's face triangle by triangle onto the "
-        "visitor's mesh, so mouth, eyes and head follow the visitor; null: the 5-point swap (the photo's "
-        "expression).",
+        "package:data/models/face_mesh_468.onnx",
+        description="Dense face mesh of the classic swap (the default: package:data/models/face_mesh_468.onnx, "
+        "MediaPipe Face Mesh, 468 points, Apache-2.0, bundled): the photo's face keeps its shape and is warped "
+        "triangle by triangle so its mouth opens and its eyes close with the visitor's, with the visitor's own "
+        "eyes and the inside of its mouth; null: the 5-point swap (the photo's expression, frozen).",
     )
     accept_noncommercial_licence: bool = Field(
         False,

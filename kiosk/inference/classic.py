@@ -25,14 +25,19 @@ restore, occlusion), feather, the GPU composite and live carrying.
 One ``cv2.warpAffine`` of a 128 crop per face: tens of microseconds, far below the detector.
 
 **v2, with the dense face mesh** (``models.mesh``, :mod:`kiosk.inference.face_mesh`; the default):
-the photo's 468 mesh points are kept with its crop, the visitor's are found on every frame on the
-detector's box, and the source crop is warped triangle by triangle onto the visitor's mesh
-(:class:`~kiosk.inference.mesh_warp.MeshWarp`), so the mouth opens and closes, the eyes blink and
-the head turns with the visitor; the eye openings and the inside of the mouth are the visitor's,
-and the face's alpha (:attr:`ClassicSwapper.face_alpha`) follows the mesh's outline. The 5-point
-fit above stays as the fallback: no mesh model (``models.mesh: null``, or its file unusable: one
-line in the log), a photo whose mesh was not found, or a visitor frame where the mesh's face
-presence is below :data:`~kiosk.inference.face_mesh.MIN_PRESENCE`.
+the photo's 468 mesh points (with their depth) are kept with its crop, the visitor's are found on
+every frame on the detector's box. The photo's mesh is moved onto the visitor's face by the 5-point
+fit above, then the visitor's mouth gap and lid openings are applied to it
+(:func:`~kiosk.inference.mesh_expression.expression_target`: the photo keeps its own face shape),
+and the source crop is warped triangle by triangle onto that target
+(:class:`~kiosk.inference.mesh_warp.MeshWarp`), so the mouth opens and closes and the eyes blink
+with the visitor; the eyes and the inside of the mouth are the visitor's own, moved into the
+photo's face (pasted after the colour correction, :meth:`ClassicSwapper.paste_visitor_parts`), and
+the face's alpha (:attr:`ClassicSwapper.face_alpha`) follows the photo's outline, so
+``mask.shape: box`` pastes a face, not a square. The 5-point fit alone stays as the fallback: no
+mesh model (``models.mesh: null``, or its file unusable: one line in the log), a photo whose mesh
+was not found, or a visitor frame where the mesh's face presence is below
+:data:`~kiosk.inference.face_mesh.MIN_PRESENCE`.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from numpy.typing import NDArray
 from kiosk.inference.align import align_matrix, warp_crop
 from kiosk.inference.face_mesh import MESH_POINTS, MIN_PRESENCE, FaceMesh
 from kiosk.inference.mask import crop_keypoints
+from kiosk.inference.mesh_expression import expression_target
 from kiosk.inference.mesh_warp import MeshWarp
 from kiosk.inference.specs import CLASSIC_SWAPPER, ModelSpec
 from kiosk.types import Affine2x3, Face, FrameBGR, Landmarks5
@@ -66,9 +72,9 @@ CLASSIC = "classic"
 #: Side of the aligned source crop kept per library face (a 512 swap resolution upsamples it).
 SOURCE_PX = 256
 #: Layout version of a packed source; changes the face cache key (stale entries are recomputed).
-SOURCE_VERSION = 2
-#: [version, side, 10 keypoint coordinates, has mesh (0/1), 468 x (x, y) mesh points in the crop]
-_HEADER = 13 + 2 * MESH_POINTS
+SOURCE_VERSION = 3
+#: [version, side, 10 keypoint coordinates, has mesh (0/1), 468 x (x, y, z) mesh points in the crop]
+_HEADER = 13 + 3 * MESH_POINTS
 
 Fit = Literal["auto", "affine", "similarity"]
 #: ``auto``: the similarity, unless it leaves the five keypoints this far (mean, in px of a 128 crop)
@@ -81,7 +87,8 @@ def pack_source(
 ) -> NDArray[np.float32]:
     """One float32 vector holding an aligned source crop, its keypoints and (when found) its mesh
     (what the face library caches as the entry's latent): ``[version, side, x0, y0, ... x4, y4,
-    has_mesh, mesh (468, 2), pixels (side, side, 3) BGR]``."""
+    has_mesh, mesh (468, 3), pixels (side, side, 3) BGR]``. ``mesh_crop``: (468, 3) points in the
+    crop's pixels with the depth in the same scale; (468, 2) is stored with a depth of 0."""
     side = int(crop_bgr.shape[0])
     if crop_bgr.shape != (side, side, 3):
         raise ValueError(f"source crop must be (S, S, 3), got {crop_bgr.shape}")
@@ -90,7 +97,10 @@ def pack_source(
     out[2:12] = np.asarray(kps_crop, np.float32).reshape(10)
     if mesh_crop is not None:
         out[12] = 1.0
-        out[13:_HEADER] = np.asarray(mesh_crop, np.float32).reshape(2 * MESH_POINTS)
+        pts = np.zeros((MESH_POINTS, 3), np.float32)
+        given = np.asarray(mesh_crop, np.float32).reshape(MESH_POINTS, -1)
+        pts[:, : min(given.shape[1], 3)] = given[:, :3]
+        out[13:_HEADER] = pts.reshape(-1)
     out[_HEADER:] = crop_bgr.reshape(-1)
     return out
 
@@ -98,8 +108,8 @@ def pack_source(
 def unpack_source(
     latent: NDArray[np.floating],
 ) -> tuple[FrameBGR, NDArray[np.float32], NDArray[np.float32] | None]:
-    """(aligned source crop uint8, its five keypoints, its mesh or None) from :func:`pack_source`'s
-    vector; a ``ValueError`` for anything else (e.g. an InSwapper latent of 512 values, or a
+    """(aligned source crop uint8, its five keypoints, its mesh (468, 3) or None) from
+    :func:`pack_source`'s vector; a ``ValueError`` for anything else (e.g. an InSwapper latent of 512 values, or a
     version 1 entry: the face library recomputes it)."""
     v = np.asarray(latent).reshape(-1)
     side = int(v[1]) if v.size > _HEADER else 0
@@ -107,7 +117,7 @@ def unpack_source(
         raise ValueError(f"not a classic source face ({v.size} values); the face library recomputes it")
     crop = np.clip(np.rint(v[_HEADER:]), 0, 255).astype(np.uint8).reshape(side, side, 3)
     kps = np.asarray(v[2:12], np.float32).reshape(5, 2)
-    mesh = np.asarray(v[13:_HEADER], np.float32).reshape(MESH_POINTS, 2) if v[12] > 0.5 else None
+    mesh = np.asarray(v[13:_HEADER], np.float32).reshape(MESH_POINTS, 3) if v[12] > 0.5 else None
     return crop, kps, mesh
 
 
@@ -184,6 +194,8 @@ class ClassicSwapper:
         self._source_of: NDArray[np.float32] | None = None
         self._source: tuple[FrameBGR, NDArray[np.float32], NDArray[np.float32] | None] | None = None
         self.last_fit: Affine2x3 = np.eye(2, 3)
+        #: The last mesh swap's target mesh (468 x (x, y, z) in the crop), for tests and benchmarks.
+        self.last_target: NDArray[np.float32] | None = None
         #: The last swapped face's alpha from the mesh (crop-sized uint8; the pipeline multiplies it
         #: into the configured mask), or None when the last face was swapped by the five keypoints.
         self.face_alpha: NDArray[np.uint8] | None = None
@@ -205,7 +217,9 @@ class ClassicSwapper:
                 face = Face(box_of_kps(kps), 1.0, np.asarray(kps, np.float32))
             found = self.mesh.points(image_bgr, face)
             if found.presence >= MIN_PRESENCE:
-                mesh_crop = found.xy @ m[:, :2].T.astype(np.float32) + m[:, 2].astype(np.float32)
+                xy = found.xy @ m[:, :2].T.astype(np.float32) + m[:, 2].astype(np.float32)
+                z = found.z * np.float32(np.hypot(m[0, 0], m[1, 0]))
+                mesh_crop = np.column_stack([xy, z])
         return pack_source(np.asarray(crop, np.uint8), crop_keypoints(kps, m), mesh_crop)
 
     def _source_crop(
@@ -253,25 +267,47 @@ class ClassicSwapper:
         """:meth:`align_tiles` at 128."""
         return self.align_tiles(frame_bgr, kps, self.size_px)
 
-    def infer_tiles(self, latent: NDArray[np.float32], out_bgr: FrameBGR | None = None) -> FrameBGR:
+    def infer_tiles(
+        self, latent: NDArray[np.float32], out_bgr: FrameBGR | None = None, *, defer_parts: bool = False
+    ) -> FrameBGR:
         """The source face warped onto the last aligned visitor crop (into ``out_bgr`` when given):
-        through the meshes when both faces have one, else by the five keypoints."""
+        through the meshes when both faces have one, else by the five keypoints.
+
+        ``defer_parts``: the visitor's own eyes and mouth inside (v2) are left for
+        :meth:`paste_visitor_parts`, so a colour correction of the photo's face between the two does
+        not recolour the visitor's pixels (the pipeline's order)."""
         size = self._size
         src, src_kps, src_mesh = self._source_crop(latent)
         if out_bgr is None or out_bgr.shape != (size, size, 3):
             out_bgr = np.empty((size, size, 3), np.uint8)
         visitor = self._visitor_mesh
-        if self._warp is not None and src_mesh is not None and visitor is not None:
-            self._warp.warp(src, src_mesh, self.tiles_crop, visitor[0], visitor[1], out_bgr)
-            self.face_alpha = self._warp.alpha
-            return out_bgr
-        self.face_alpha = None
         m = fit_keypoints(src_kps, self._visitor_kps, self.fit, size)
         self.last_fit = m
         cv2.warpAffine(
             src, m, (size, size), dst=out_bgr, flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
         )
+        self.face_alpha = None
+        self.last_target = None
+        if self._warp is not None and src_mesh is not None and visitor is not None:
+            # v2: the same fit moves the photo's mesh onto the visitor's face; the visitor's mouth
+            # and eyes move it from there (mesh_expression), the triangles warp the photo after them
+            posed = np.empty((MESH_POINTS, 3), np.float32)
+            posed[:, :2] = src_mesh[:, :2] @ m[:, :2].T.astype(np.float32) + m[:, 2].astype(np.float32)
+            posed[:, 2] = src_mesh[:, 2] * np.float32(np.sqrt(abs(np.linalg.det(m[:, :2]))))
+            target = expression_target(posed, visitor[0])
+            self.last_target = target
+            self._warp.warp(src, src_mesh[:, :2], self.tiles_crop, target[:, :2], target[:, 2], out_bgr,
+                            visitor_xy=visitor[0])  # fmt: skip
+            self.face_alpha = self._warp.alpha
+            if not defer_parts:
+                self._warp.paste_parts(out_bgr)
         return out_bgr
+
+    def paste_visitor_parts(self, crop_bgr: FrameBGR) -> None:
+        """Blend the last v2 swap's visitor parts (eyes, the inside of the mouth) into ``crop_bgr``
+        (that swap's crop, after :meth:`infer_tiles` with ``defer_parts``); nothing otherwise."""
+        if self._warp is not None:
+            self._warp.paste_parts(crop_bgr)
 
     def infer(self, latent: NDArray[np.float32]) -> FrameBGR:
         """:meth:`infer_tiles` into the swapper's own reused crop (valid until the next call)."""

@@ -122,6 +122,8 @@ class FaceSwapStep:
             )
             times.mask_ms += watch.lap()
             self._correct_colour(ids[i] if i < len(ids) else None, crop, alpha, t)
+            if isinstance(self.models.swapper, ClassicSwapper):  # v2: the visitor's eyes and mouth
+                self.models.swapper.paste_visitor_parts(crop)  # after the photo's colour correction
             times.color_ms += watch.lap()
             swap_box = None
             if out_bgr is not None:
@@ -174,7 +176,7 @@ class FaceSwapStep:
         elif isinstance(swapper, ClassicSwapper):  # the visitor's mesh runs on the detector's box
             affine = swapper.align_face(frame_bgr, face, res)
             times.align_ms += watch.lap()
-            crop = swapper.infer_tiles(latent, buffer((res, res, 3)))
+            crop = swapper.infer_tiles(latent, buffer((res, res, 3)), defer_parts=True)
         else:
             affine = swapper.align_tiles(frame_bgr, face.kps, res)
             times.align_ms += watch.lap()

@@ -32,6 +32,8 @@ from kiosk.types import Face, FrameBGR
 
 #: The recognizer file and where the repository's shared test models live.
 RECOGNIZER = "mobilefacenet_128_foamliu.onnx"
+#: The bundled face mesh (the classic swap v2).
+MESH = "package:data/models/face_mesh_468.onnx"
 SHARED = Path(__file__).resolve().parents[2].parent / "shared"
 
 
@@ -152,21 +154,26 @@ def photo_cases(pipe: Any, recognizer: Recognizer, t1_path: Path, nasa_path: Pat
     return rows
 
 
-def classic_pipeline(fit: str = "similarity", *, mask_shape: str = "face", color: str = "mean_std") -> Any:
-    """A classic-swap pipeline with the bundled YuNet on the CPU, every face swapped."""
+def classic_pipeline(
+    fit: str = "similarity", *, mask_shape: str = "face", color: str = "mean_std", mesh: bool = True
+) -> Any:
+    """A classic-swap pipeline with the bundled YuNet on the CPU, every face swapped; ``mesh``: v2,
+    with the bundled face mesh (the default), else the 5-point swap."""
     from kiosk.config import parse_config
     from kiosk.inference.classic import ClassicSwapper
     from kiosk.processing.pipeline import SwapPipeline
 
     cfg = parse_config(
-        f"models: {{swapper: classic, providers: {{order: [cpu], warmup: false}}}}\n"
+        f"models: {{swapper: classic, mesh: {MESH if mesh else 'null'}, providers: {{order: [cpu], warmup: false}}}}\n"
         f"processing: {{max_faces: 8, color_correction: {color}}}\n"
         f"mask: {{shape: {mask_shape}}}\n",
         "<identity>",
         env=False,
     )
     pipe = SwapPipeline.from_config(cfg)
-    pipe.swapper = ClassicSwapper(fit=fit)  # type: ignore[arg-type]
+    opened = pipe.swapper
+    assert isinstance(opened, ClassicSwapper)
+    pipe.swapper = ClassicSwapper(fit=fit, mesh=opened.mesh)  # type: ignore[arg-type]
     return pipe
 
 
