@@ -171,5 +171,9 @@ def test_the_screen_and_snapshots_show_the_visitors_colour_and_mouth(
     assert np.abs(mean_diff(mouth, "central")).max() > 20, "without correction the tint shows"
     m = np.abs(mouth - visitor)[regions["mouth"]]
     assert m.mean() <= 1.5 and np.percentile(m, 99) <= 4, (m.mean(), m.max())
-    for part in ("left_eye", "right_eye", "nose"):
+    # The classic swap moves the visitor's own eyes into the photo's eye openings (which lie where
+    # the photo's eyes are posed, not exactly on the visitor's keypoints): only its nose is sure to
+    # be the photo's.
+    parts = ("nose",) if swapper == "classic" else ("left_eye", "right_eye", "nose")
+    for part in parts:
         assert np.abs(mouth - visitor)[regions[part]].mean() > 20, part
