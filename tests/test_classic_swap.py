@@ -312,6 +312,9 @@ def test_the_headless_demo_shows_the_bundled_face_swapped_onto_the_visitor(
         update={
             "faces": cfg.faces.model_copy(update={"cache_dir": str(tmp_path / "c")}),
             "display": cfg.display.model_copy(update={"mode": mode}),
+            # the demo's debug block can lie over the forehead (live mode's line is long): the
+            # face is judged from the pixels below
+            "overlay": cfg.overlay.model_copy(update={"debug": False}),
         }
     )
     shot, stats = tmp_path / "s.png", tmp_path / "s.json"
@@ -340,16 +343,22 @@ def test_the_headless_demo_shows_the_bundled_face_swapped_onto_the_visitor(
         assert data["display"]["mode"] == "live" and live["results_carried"] >= 3, live
         assert live["faces_carried_frames"] > 0, live
     # the face on the screen is the source's, not the visitor's: grey-level correlation of the
-    # aligned faces (eyes to chin), the screen's against each photo's
+    # aligned faces (eyes to chin), the screen's against each photo's, over what the swap takes
+    # from the photo: the eyes and the inside of the mouth are the visitor's own by design (the
+    # face mesh moves them into the photo's face), so they are left out
     img = cv2.imread(str(shot))
     assert img.shape == (720, 1280, 3)
     det = SwapPipeline.from_config(classic_cfg()).detector
+    photo_part = np.ones((112, 112), bool)
+    photo_part[40:62, 26:50] = photo_part[40:62, 62:86] = False  # the eyes (ArcFace 112 template)
+    photo_part[86:100, 38:74] = False  # between the mouth corners
+    photo_part = photo_part[36:104, 24:88]
 
     def aligned(image: np.ndarray) -> np.ndarray:
         faces = det.detect(image)
         assert faces, "a face is found"
         crop = cv2.warpAffine(image, align_matrix(faces[0].kps, "arcface_112", 112), (112, 112))
-        g = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY).astype(np.float32)[36:104, 24:88]
+        g = cv2.cvtColor(crop, cv2.COLOR_BGR2GRAY).astype(np.float32)[36:104, 24:88][photo_part]
         return (g - g.mean()) / max(float(g.std()), 1e-6)
 
     screen = aligned(img)
