@@ -2,8 +2,9 @@
 
     python benchmarks/classic_identity.py [--variants] [--json]
 
-The same as ``kiosk bench --identity``; ``--variants`` also runs the affine and auto keypoint fits
-and the box mask beside the default (similarity fit, face mask), side by side on the same faces.
+The same as ``kiosk bench --identity``; ``--variants`` also runs the 5-point swap (``models.mesh:
+null``) with the similarity, affine and auto keypoint fits, and v2 with the box mask, beside the
+default (v2: the face mesh, similarity fit, face mask), side by side on the same faces.
 Needs ../shared/models/mobilefacenet_128_foamliu.onnx and the insightface package (t1.jpg).
 """
 

@@ -217,7 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--variants",
         action="store_true",
-        help="also compare the similarity fit and the box mask with the default (affine, face mask)",
+        help="also compare the 5-point swap, the affine and auto fits and the box mask with the default",
     )
     args = parser.parse_args(argv)
     rec_path = args.shared / "models" / RECOGNIZER
@@ -236,17 +236,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     recognizer = Recognizer(rec_path)
     variants = [
-        ("classic swap (similarity fit, face mask, mean_std colour: the default)", "similarity", "face")
+        (
+            "classic swap v2 (face mesh, similarity fit, face mask, mean_std colour: the default)",
+            "similarity",
+            "face",
+            True,
+        )
     ]
     if args.variants:
         variants += [
-            ("classic swap (affine fit, face mask)", "affine", "face"),
-            ("classic swap (auto fit, face mask)", "auto", "face"),
-            ("classic swap (similarity fit, box mask)", "similarity", "box"),
+            (
+                "classic swap, 5-point (models.mesh: null; similarity fit, face mask)",
+                "similarity",
+                "face",
+                False,
+            ),
+            ("classic swap, 5-point, affine fit", "affine", "face", False),
+            ("classic swap, 5-point, auto fit", "auto", "face", False),
+            ("classic swap v2, box mask", "similarity", "box", True),
         ]
     results = {}
-    for title, fit, shape in variants:
-        pipe = classic_pipeline(fit, mask_shape=shape)
+    for title, fit, shape, mesh in variants:
+        pipe = classic_pipeline(fit, mask_shape=shape, mesh=mesh)
         rows = photo_cases(pipe, recognizer, t1, nasa_photo())
         results[title] = rows
         if not args.json:
