@@ -1,7 +1,7 @@
 """Synthetic expressions of a real photo, with known amplitude: the jaw dropped (the mouth opens on a
 painted mouth interior: teeth and a dark tongue) and the upper lids pulled down (a blink). Used by the
 pixel tests of the classic swap v2 (tests/test_mesh_swap.py) and the expression benchmark
-(benchmarks/expression.py). Each takes the photo's own 468-point mesh (to place the mouth and eyes)
+(benchmarks/classic_expression.py). Each takes the photo's own 468-point mesh (to place the mouth and eyes)
 and returns a new image; nothing here runs a model."""
 
 from __future__ import annotations

@@ -177,7 +177,7 @@ class ModelsConfig(_Section):
     )
     swapper: str = Field(
         "classic",
-        description="classic: the library photo's own face aligned by the five keypoints, no weights (MIT); "
+        description="classic: the library photo's own face, posed by the five keypoints and moved with the visitor's mouth and eyes along the face mesh (models.mesh), no weights (MIT); "
         "an InSwapper file or path (inswapper_128.onnx: non-commercial weights, needs "
         "accept_noncommercial_licence); auto: InSwapper when accept_noncommercial_licence is true and it, "
         "the embedder (and, with detector auto, det_10g.onnx) are in models.dir, else classic.",
