@@ -86,6 +86,10 @@ def pearson(a: NDArray[np.floating], b: NDArray[np.floating]) -> float:
     return float((x * y).sum() / den) if den > 0 else float("nan")
 
 
+def _floats(values: NDArray[np.floating]) -> list[float | None]:
+    return [float(x) if np.isfinite(x) else None for x in np.asarray(values, np.float64)]
+
+
 def read_clip(path: Path, frames: int, scale: float) -> list[NDArray[np.uint8]]:
     cap = cv2.VideoCapture(str(path))
     out: list[NDArray[np.uint8]] = []
@@ -235,6 +239,7 @@ def main() -> int:
           f"{np.nanmax(mouth_in):.2f}, eye {np.nanmin(eye_in):.2f}-{np.nanmax(eye_in):.2f}")  # fmt: skip
     report: dict[str, object] = {"clip": str(args.clip), "frames": len(clip), "judged": n, "variants": {}}
     report["judge_noise"] = {"mouth_r": jit_mouth, "eye_r": jit_eye}
+    report["input"] = {"mouth": _floats(mouth_in), "eye": _floats(eye_in)}  # per frame, null: not judged
     rows, labels = [clip], ["visitor"]
     recognizer, source_emb = None, np.zeros(0, np.float32)
     if args.recognizer.is_file():
@@ -257,6 +262,7 @@ def main() -> int:
             got.update(identity(recognizer, clip, outs, kps, source_emb))
             ident = (f"; identity: to source {got['to_source']:.2f}, to visitor {got['to_visitor']:.2f} "
                      f"(medians), closer to the source on {100 * got['closer_to_source']:.0f}% of frames")  # fmt: skip
+        got["series"] = {"mouth": _floats(mouth), "eye": _floats(eye)}
         report["variants"][v] = got  # type: ignore[index]
         print(f"--mesh {v:7s}: mouth r {got['mouth_r']:.2f}, eye r {got['eye_r']:.2f}, "
               f"{got['ms_per_face']:.2f} ms/face, {got['frames_with_face']}/{len(clip)} frames with a face "
