@@ -116,6 +116,9 @@ def test_live_shows_the_newest_frame_with_the_faces_carried(tmp_path: Path) -> N
         assert info["stale_error_px_p50"] > 2 * info["carry_error_px_p50"]
     lines = app.overlay_texts(time.perf_counter())["debug_lines"]
     assert any("display  live" in line and "face age" in line for line in lines)
+    # the carry figures have a line of their own, so the block stays narrow (off the face)
+    assert any(line.startswith("carry") and "real-face drops" in line for line in lines), lines
+    assert max(map(len, lines)) <= 96, lines
 
 
 def test_switching_display_mode_while_running_rewires_capture_and_inference() -> None:

@@ -452,13 +452,20 @@ def debug_lines(c: Counters) -> list[str]:
     pct = c.screen.get("swapped_pct") if c.screen else None
     shown = f"swap on {pct:.0f} % of face×frame" if pct is not None else "swap on -"
     display = f"display  {mode}  {shown}  face age {age}"
+    # live mode's carry figures on a line of their own: one long line would widen the block over
+    # the middle of a 1280 px screen, where the visitor's face is
+    carry = ""
     if c.live is not None:
         if c.carry_err_p95 is not None and c.stale_err_p95 is not None:
-            display += f"  carry err p95 {c.carry_err_p95:.1f} px (stale {c.stale_err_p95:.0f})"
-        display += f"  real-face drops {c.real_face_drops}"
+            carry += f"  err p95 {c.carry_err_p95:.1f} px (stale {c.stale_err_p95:.0f})"
+        carry += f"  real-face drops {c.real_face_drops}"
     on = c.screen.get(c.active_mode) if c.screen else None
     if on and on["faces_real_by_reason"]:
-        display += "  real: " + ", ".join(f"{k} {v}" for k, v in on["faces_real_by_reason"].items())
+        real = "  real: " + ", ".join(f"{k} {v}" for k, v in on["faces_real_by_reason"].items())
+        if c.live is not None:
+            carry += real
+        else:
+            display += real
     faces = f"faces    {len(c.faces)} loaded"
     if c.face_problems:
         faces += f", {len(c.face_problems)} skipped"
@@ -472,6 +479,7 @@ def debug_lines(c: Counters) -> list[str]:
         f"process→display {c.dropped_processing_to_display}",
         f"latency  capture→display {lat}",
         display,
+        *([f"carry  {carry}"] if carry else []),
         f"stage    {proc.stage}  errors {proc.errors}",
         faces,
     ]
