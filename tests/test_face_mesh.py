@@ -189,3 +189,16 @@ def test_the_face_cache_key_changes_with_the_mesh() -> None:
     from kiosk.processing.booth_stage import _classic_digest
 
     assert _classic_digest("d", "") != _classic_digest("d", "m1") != _classic_digest("d", "m2")
+
+
+def test_the_mesh_session_runs_on_one_thread_unless_the_config_names_a_count() -> None:
+    """The mesh is a small model run once per face: with ``intra_op_threads: 0`` (ONNX Runtime
+    decides: every core) it would contend with the detector, the capture and the render loop."""
+    import dataclasses
+
+    auto = dataclasses.replace(cpu_only, intra_op_threads=0)
+    opts = open_face_mesh(bundled_mesh_path(), auto).runner.session.get_session_options()
+    assert opts.intra_op_num_threads == 1
+    two = dataclasses.replace(cpu_only, intra_op_threads=2)
+    opts = open_face_mesh(bundled_mesh_path(), two).runner.session.get_session_options()
+    assert opts.intra_op_num_threads == 2

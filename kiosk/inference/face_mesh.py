@@ -18,6 +18,7 @@ mouth are holes) is :func:`triangles`, from ``face_mesh_triangles.npy`` beside t
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import io
@@ -60,6 +61,8 @@ MESH_POINTS = 468
 CROP_SCALE = 1.5
 #: Below this face-presence probability the mesh is not trusted (the 5-point swap is used).
 MIN_PRESENCE = 0.5
+#: Intra-op threads of the mesh session when ``models.providers.intra_op_threads`` is 0 (auto).
+MESH_THREADS = 1
 
 #: Index loops of the mesh (MediaPipe's ``FACEMESH_*`` connections, walked in order).
 FACE_OVAL = (10, 109, 67, 103, 54, 21, 162, 127, 234, 93, 132, 58, 172, 136, 150, 149, 176, 148, 152,
@@ -183,5 +186,10 @@ def open_face_mesh(
     p = Path(path)
     if check_hash and p.name == _MODEL_FILE and p.is_file():  # the bundled file, or a copy of it
         _check_hash(p)
+    if providers.intra_op_threads == 0:
+        # "ONNX Runtime decides" gives this small per-face model every core; one thread is faster
+        # (docs/benchmarks.md: 3.9 vs 8.1 ms on 2 cores) and leaves the others to the detector,
+        # the capture and the render loop
+        providers = dataclasses.replace(providers, intra_op_threads=MESH_THREADS)
     session, used = create_session(p, providers, base_dir=base_dir)
     return FaceMesh(session, p, used, iobinding=providers.iobinding)
