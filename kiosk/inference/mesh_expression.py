@@ -16,8 +16,12 @@ visitor's expression, on the two meshes alone (no model runs here):
 2. **Mouth**: the gap between the inner lips (points 13 → 14, pixels of the crop) is set to the
    visitor's by moving the lower lip (:data:`LOWER_LIP`, an ellipse's profile between the mouth
    corners) and the chin and jaw below it (a cosine profile across the face, fading in below the
-   corners) along the face's downward axis: the jaw drops with the visitor's, the photo's lips keep
-   their shape and size.
+   corners) along the face's downward axis: the jaw drops with the visitor's. Then the photo's
+   mouth corners move to where the visitor's are from its mouth's middle (scaled by the eyes'
+   outer corners), the lips by their place between the corners and the skin about each corner by a
+   Gaussian falloff: a smile widens and lifts the photo's mouth. (Measured: identity smallest
+   margin 0.086 -> 0.116 of 12 faces, carphone eye r 0.70 -> 0.73, mouth r 0.97 either way; on
+   the held-out Pexels clip the frames closer to the source 54 -> 66 %, mouth r 0.72 -> 0.73.)
 3. **Eyes**: each upper lid margin is moved towards or away from the lower one so that the
    photo's lid gap over eye width is the visitor's, each eye on its own; the ring around the eye
    stays the photo's (the visitor's eye, pasted out to it, brings its own lids and creases).
@@ -72,6 +76,10 @@ EYE_PART = 1.0
 _CORNERS = (61, 291)
 _INNER_UP, _INNER_LO = 13, 14
 _CHIN = 152
+#: The eyes' outer corners (the face's scale for the mouth corners).
+_EYE_OUTER = (33, 263)
+#: The share of the way the photo's mouth corners move to where the visitor's are.
+_CORNER_SHARE = 1.0
 #: The most the photo's upper lids are raised: this many times the photo's own lid gap.
 _WIDEN_MAX = 2.5
 
@@ -98,6 +106,10 @@ def _eye_ratio(p: NDArray[np.float64], eye: tuple[tuple[int, ...] | int, ...]) -
     c0, c1, upper, lower = eye[0], eye[1], list(eye[2]), list(eye[3])  # type: ignore[arg-type]
     width = max(float(np.hypot(*(p[c1] - p[c0]))), 1e-6)
     return float(np.mean(np.hypot(*(p[upper] - p[lower]).T)[2:5])) / width
+
+
+def _eye_span(p: NDArray[np.float64]) -> float:
+    return float(np.hypot(*(p[_EYE_OUTER[1]] - p[_EYE_OUTER[0]])))
 
 
 def eye_openness(xy: NDArray[np.floating]) -> float:
@@ -137,6 +149,18 @@ def expression_target(
         ramp = ramp * ramp * (3 - 2 * ramp)
         w = np.where(_LOWER_SET, lip, np.where(_LIP_SET, 0.0, jaw * ramp))
         xy += (shift * w)[:, None] * down
+    # -- the mouth corners: where the visitor's are, from its mouth's middle (a smile) ----------
+    if _CORNER_SHARE:
+        scale = _eye_span(xy) / max(_eye_span(vis[:, :2]), 1e-6)
+        v0, v1 = vis[_CORNERS[0], :2], vis[_CORNERS[1], :2]
+        vmid = (v0 + v1) / 2
+        move0 = (mid + (v0 - vmid) * scale - xy[_CORNERS[0]]) * _CORNER_SHARE
+        move1 = (mid + (v1 - vmid) * scale - xy[_CORNERS[1]]) * _CORNER_SHARE
+        g0 = np.exp(-0.5 * (np.hypot(*(xy - xy[_CORNERS[0]]).T) / (0.5 * half)) ** 2)
+        g1 = np.exp(-0.5 * (np.hypot(*(xy - xy[_CORNERS[1]]).T) / (0.5 * half)) ** 2)
+        w0 = np.where(_LIP_SET, np.clip(-u, 0.0, 1.0), g0)
+        w1 = np.where(_LIP_SET, np.clip(u, 0.0, 1.0), g1)
+        xy += w0[:, None] * move0 + w1[:, None] * move1
     # -- the eyes: each upper lid towards or away from the lower one --------------------------------
     for eye in _EYES:  # each eye on its own: a wink is a wink
         up, lo = list(eye[2]), list(eye[3])
