@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import pickle
 import signal
 import socket
 import time
@@ -195,3 +196,35 @@ def test_after_a_restart_a_photo_deleted_at_the_last_exit_answers_410(tmp_path: 
     finally:
         srv.stop()
         again.close()
+
+
+class _SlowToSend:
+    """Pickles (in the queue's feeder thread) like ``real``, a second late: the start's messages
+    reach the server process after its web server could already answer."""
+
+    def __init__(self, real: object) -> None:
+        self.real = real
+
+    def __reduce_ex__(self, protocol: object) -> tuple[object, tuple[bytes]]:
+        time.sleep(1.0)
+        return pickle.loads, (pickle.dumps(self.real),)
+
+
+def test_the_server_answers_nothing_before_it_has_the_store(tmp_path: Path) -> None:
+    """A (re)started server knows every stored and deleted photo before its first answer: a valid
+    QR code right after a restart is never 404, a deleted one is 410 (before: a race, 404)."""
+    store = KeepsakeStore(tmp_path / "k", StoreLimits(600, 50, 200)).open()
+    gone_token = store.add(JPEG).token
+    store.discard(gone_token)
+    kept = store.add(JPEG).token
+    real_records, real_gone = store.records, store.gone_tokens
+    store.gone_tokens = lambda: _SlowToSend(real_gone())  # type: ignore[method-assign,assignment]
+    store.records = lambda: [_SlowToSend(r) for r in real_records()]  # type: ignore[method-assign]
+    port = free_port()
+    srv = KeepsakeServerProcess(store, KeepsakeConfig(enabled=True, listen=f"127.0.0.1:{port}")).start()
+    try:
+        assert _get(port, f"/p/{kept}")[0] == 200  # before: 404 for a second
+        assert _get(port, f"/p/{gone_token}")[0] == 410
+    finally:
+        srv.stop()
+        store.close()

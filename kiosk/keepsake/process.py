@@ -148,6 +148,9 @@ def _child(
             else:
                 mirror.apply(message)
 
+    if not _prime(mirror, inbox):  # the store as it is before the first answer (no early 404)
+        outbox.put(("error", "keepsake: the web server process was not sent the store"))
+        return
     threading.Thread(target=receive, name="keepsake-inbox", daemon=True).start()
     try:
         server = KeepsakeServer(mirror, cfg).start()
@@ -172,6 +175,23 @@ def _child(
         for i, name in enumerate(COUNT_FIELDS):
             counts[i] = base[i] + getattr(server.counts, name)
         server.stop()
+
+
+def _prime(mirror: StoreMirror, inbox: Any, timeout_s: float = START_TIMEOUT_S) -> bool:
+    """Apply the start's messages (the deleted photos' memory, every stored photo, and any change
+    in between) up to the ``primed`` marker; False when the marker does not come or the queue
+    breaks. Before this, a request right after a (re)start could miss a photo (404 for a valid
+    QR code) or a deleted one's memory (404, not 410)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            message = inbox.get(timeout=max(0.01, deadline - time.monotonic()))
+        except (queue.Empty, EOFError, OSError):
+            return False
+        if message[0] == "primed":
+            return True
+        if message[0] in ("add", "gone", "gone_tokens"):
+            mirror.apply(message)
 
 
 def _loop_answers(server: Any, timeout_s: float = 1.0) -> bool:
@@ -243,6 +263,7 @@ class KeepsakeServerProcess:
         self.store.listener = self._inbox.put  # from now on, every change in order
         for rec in self.store.records():
             self._inbox.put(("add", rec))
+        self._inbox.put(("primed", None))  # the child serves nothing before it has read so far
         self._proc = self._ctx.Process(
             target=_child,
             args=(self.cfg, self._inbox, self._outbox, self._array, os.getpid(), self._beat),
