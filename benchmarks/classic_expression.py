@@ -230,7 +230,8 @@ def main() -> int:
     mouth_in, eye_in = mouth_opening(pts_in), eye_opening(pts_in)
     n = int(np.isfinite(mouth_in).sum())
     pts_jit = judge([jittered(f) for f in clip], box, args.judge_python)
-    jit_mouth, jit_eye = pearson(mouth_in, mouth_opening(pts_jit)), pearson(eye_in, eye_opening(pts_jit))
+    mouth_jit, eye_jit = mouth_opening(pts_jit), eye_opening(pts_jit)
+    jit_mouth, jit_eye = pearson(mouth_in, mouth_jit), pearson(eye_in, eye_jit)
     print(
         f"judge vs the input shifted 2 px and JPEG q70 (its own noise): mouth r {jit_mouth:.2f}, eye r {jit_eye:.2f}"
     )
@@ -240,6 +241,7 @@ def main() -> int:
     report: dict[str, object] = {"clip": str(args.clip), "frames": len(clip), "judged": n, "variants": {}}
     report["judge_noise"] = {"mouth_r": jit_mouth, "eye_r": jit_eye}
     report["input"] = {"mouth": _floats(mouth_in), "eye": _floats(eye_in)}  # per frame, null: not judged
+    report["input_jittered"] = {"mouth": _floats(mouth_jit), "eye": _floats(eye_jit)}  # the judge's noise
     rows, labels = [clip], ["visitor"]
     recognizer, source_emb = None, np.zeros(0, np.float32)
     if args.recognizer.is_file():
