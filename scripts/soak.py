@@ -82,6 +82,7 @@ import argparse
 import csv
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -681,8 +682,6 @@ class Injector:
         self._later(self.stop_s, "server_stop resumed", resume)
 
     def _keepsake_dir_gone(self) -> None:
-        import shutil
-
         start = time.time()
         shutil.rmtree(self.folder / "keepsakes", ignore_errors=True)
         self._window("keepsake_dir_gone", start, start)
@@ -904,10 +903,18 @@ def swap_share(shots: list[tuple[float, bool, int]], windows: list[Window]) -> d
     }
 
 
+def _tidy(tmp: Path, failures: list[str], keep: bool) -> None:
+    """Remove the run's folder (the booth, the kiosk's log, the screenshots: megabytes a run) after a
+    run that passed; keep it, and say where, after one that failed or with ``--keep-files``."""
+    mounted = [str(p) for p in tmp.rglob("*") if p.is_dir() and os.path.ismount(p)]
+    if failures or keep or mounted:  # a mount left behind: never empty it from here
+        print(f"soak: the run's files are kept in {tmp}", flush=True)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_faults(args: argparse.Namespace) -> int:
     """``--faults``: the harness's own booth, faults injected on a schedule, the swap read from pixels."""
-    import shutil
-
     import cv2
 
     default_kinds = WINDOW_FAULT_KINDS if args.window else FAULT_KINDS
@@ -1154,6 +1161,7 @@ def run_faults(args: argparse.Namespace) -> int:
         print(f"soak FAILED: {failure}")
     if not failures:
         print("soak OK")
+    _tidy(tmp, failures, args.keep_files)
     return 1 if failures else 0
 
 
@@ -1169,6 +1177,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-fps", type=float, default=0.0, help="fail if the render fps drops below this")
     ap.add_argument("--csv", metavar="PATH", help="also write every sample as CSV")
     ap.add_argument("--json", metavar="PATH", help="also write samples and summary as JSON")
+    ap.add_argument(
+        "--keep-files",
+        action="store_true",
+        help="keep the run's folder (booth, kiosk log, screenshots) after a run that passed "
+        "(a failed run always keeps it)",
+    )
     ap.add_argument(
         "--command",
         nargs=argparse.REMAINDER,
@@ -1323,6 +1337,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"soak FAILED: {failure}")
     if not failures:
         print("soak OK")
+    _tidy(tmp, failures, args.keep_files)
     return 1 if failures else 0
 
 

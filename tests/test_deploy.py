@@ -351,13 +351,28 @@ def test_soak_script_samples_rss_and_fps(tmp_path: Path) -> None:
         "    time.sleep(0.5)\n"
     )
     out_json = tmp_path / "soak.json"
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "soak.py"), "--config", "unused.yaml", "--every", "1",
-         "--warmup", "0", "--max-slope-mb-h", "1e9", "--json", str(out_json), "--command", sys.executable, "-c", fake_kiosk, "{stats}"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    runs = tmp_path / "tmp"  # the soak's own folder goes here
+    runs.mkdir()
+
+    def soak(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "soak.py"), "--config", "unused.yaml", "--every", "1",
+             "--warmup", "0", "--max-slope-mb-h", "1e9", "--json", str(out_json), *extra,
+             "--command", sys.executable, "-c", fake_kiosk, "{stats}"],
+            capture_output=True, text=True, timeout=60, check=False, env={**os.environ, "TMPDIR": str(runs)},
+        )  # fmt: skip
+
+    proc = soak("--min-fps", "1000")  # a run that fails keeps its files, and says where
+    assert proc.returncode == 1 and "soak FAILED: render fps fell" in proc.stdout
+    kept = list(runs.glob("kiosk-soak-*"))
+    assert (
+        len(kept) == 1 and f"files are kept in {kept[0]}" in proc.stdout and (kept[0] / "kiosk.log").is_file()
+    )
+    shutil.rmtree(kept[0])
+    proc = soak()
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "soak OK" in proc.stdout and "rss_slope_mb_per_h" in proc.stdout
+    assert not list(runs.iterdir())  # one that passes leaves nothing (before: megabytes a run in /tmp)
     summary = json.loads(out_json.read_text())["summary"]
     assert summary["samples"] >= 2 and summary["rss_start_mb"] > 1
     assert 30 <= summary["fps_render_min"] <= summary["fps_render_mean"] <= summary["fps_render_max"] <= 35
