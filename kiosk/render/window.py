@@ -14,6 +14,7 @@ import ctypes
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -78,11 +79,36 @@ def save_png(path: str | Path, rgb: ImageRGB) -> Path:
     return p
 
 
+def gil_free_finish(backend: str) -> Callable[[], None] | None:
+    """``glFinish`` of the current EGL context called through ctypes, which lets go of the GIL while
+    it waits; None where it cannot be had (not EGL, no libEGL, no such function).
+
+    Every moderngl call holds the GIL. With no buffer swap to flush it (the offscreen surface), a
+    software renderer (Mesa llvmpipe) rasterises a frame only when the next frame's texture upload
+    needs it, inside ``Texture.write``: measured with py-spy in a headless kiosk swapping three
+    faces on two cores, the render loop held the GIL 69 % of the time there, and the swap thread
+    waited for it (docs/benchmarks.md, "the GIL")."""
+    if backend != "egl" or not sys.platform.startswith("linux"):
+        return None
+    try:
+        egl = ctypes.CDLL("libEGL.so.1")
+        egl.eglGetProcAddress.restype = ctypes.c_void_p
+        egl.eglGetProcAddress.argtypes = [ctypes.c_char_p]
+        address = egl.eglGetProcAddress(b"glFinish")
+    except (OSError, AttributeError):
+        return None
+    if not address:
+        return None
+    return ctypes.CFUNCTYPE(None)(address)  # type: ignore[no-any-return]
+
+
 class OffscreenSurface:
-    """A standalone (EGL, no display needed) GL context rendering into a ``width`` x ``height`` FBO."""
+    """A standalone (EGL, no display needed) GL context rendering into a ``width`` x ``height`` FBO.
+    Each frame ends in a ``glFinish`` that lets go of the GIL (:func:`gil_free_finish`)."""
 
     def __init__(self, width: int, height: int) -> None:
-        self.ctx = _standalone_context()
+        self.ctx, backend = _standalone_context_and_backend()
+        self._finish = gil_free_finish(backend) or self.ctx.finish
         self._size = (int(width), int(height))
         self._color = self.ctx.renderbuffer(self._size, components=4)
         self._fbo = self.ctx.framebuffer(color_attachments=[self._color])
@@ -96,7 +122,7 @@ class OffscreenSurface:
         return self._size
 
     def end_frame(self) -> None:
-        pass
+        self._finish()  # the frame drawn now, with the GIL free for the other threads
 
     def poll_events(self) -> list[str]:
         return []
@@ -129,13 +155,18 @@ def _check_gl_headroom(what: str) -> None:
 
 
 def _standalone_context() -> moderngl.Context:
+    return _standalone_context_and_backend()[0]
+
+
+def _standalone_context_and_backend() -> tuple[moderngl.Context, str]:
+    """A standalone context, and the backend that made it ("egl", or "default")."""
     what = "cannot create an offscreen OpenGL 3.3 context"
     _check_gl_headroom(what)
     errors = []
     for backend in ("egl", None):
         options: dict[str, Any] = {} if backend is None else {"backend": backend}
         try:
-            return moderngl.create_standalone_context(require=_GL_VERSION, **options)
+            return moderngl.create_standalone_context(require=_GL_VERSION, **options), backend or "default"
         except Exception as exc:  # moderngl/glcontext raise plain Exception subclasses
             limit = _limit_error(exc, what)
             if limit is not None:
