@@ -107,7 +107,7 @@ class OffscreenSurface:
     Each frame ends in a ``glFinish`` that lets go of the GIL (:func:`gil_free_finish`)."""
 
     def __init__(self, width: int, height: int) -> None:
-        self.ctx, backend = _standalone_context_and_backend()
+        self.ctx, backend = _standalone_context()
         self._finish = gil_free_finish(backend) or self.ctx.finish
         self._size = (int(width), int(height))
         self._color = self.ctx.renderbuffer(self._size, components=4)
@@ -154,11 +154,7 @@ def _check_gl_headroom(what: str) -> None:
         raise DisplayError(problem)
 
 
-def _standalone_context() -> moderngl.Context:
-    return _standalone_context_and_backend()[0]
-
-
-def _standalone_context_and_backend() -> tuple[moderngl.Context, str]:
+def _standalone_context() -> tuple[moderngl.Context, str]:
     """A standalone context, and the backend that made it ("egl", or "default")."""
     what = "cannot create an offscreen OpenGL 3.3 context"
     _check_gl_headroom(what)
