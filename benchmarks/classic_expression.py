@@ -1,7 +1,7 @@
 """Does the classic swap's face follow the visitor's mouth and eyes? Judged by a second model.
 
     python benchmarks/classic_expression.py --clip PATH [--source PHOTO] [--mesh none,bundled]
-        [--frames N] [--scale 4] [--out-dir DIR] [--judge-python /tmp/judge/bin/python]
+        [--frames N] [--start N] [--scale 4] [--out-dir DIR] [--judge-python /tmp/judge/bin/python]
 
 Every frame of ``--clip`` (upscaled ``--scale`` times, cubic) goes through the kiosk's own classic
 swap (``SwapPipeline.from_config``: bundled YuNet, tracking, face mask, mean_std colour, the CPU
@@ -90,8 +90,13 @@ def _floats(values: NDArray[np.floating]) -> list[float | None]:
     return [float(x) if np.isfinite(x) else None for x in np.asarray(values, np.float64)]
 
 
-def read_clip(path: Path, frames: int, scale: float) -> list[NDArray[np.uint8]]:
+def read_clip(path: Path, frames: int, scale: float, start: int = 0) -> list[NDArray[np.uint8]]:
+    """Frames ``start`` .. ``start + frames - 1`` of the clip (decoded from the first: a seek in an
+    mp4 lands on a key frame, not on the frame asked for), upscaled ``scale`` times."""
     cap = cv2.VideoCapture(str(path))
+    for _ in range(start):
+        if not cap.grab():
+            break
     out: list[NDArray[np.uint8]] = []
     while len(out) < frames:
         ok, frame = cap.read()
@@ -102,7 +107,7 @@ def read_clip(path: Path, frames: int, scale: float) -> list[NDArray[np.uint8]]:
         out.append(np.ascontiguousarray(frame))
     cap.release()
     if not out:
-        raise SystemExit(f"ERROR: no frames could be read from {path}")
+        raise SystemExit(f"ERROR: no frames could be read from {path} (from frame {start})")
     return out
 
 
@@ -207,6 +212,7 @@ def main() -> int:
     ap.add_argument("--source", type=Path, default=source_face_path(), help="the library photo")
     ap.add_argument("--mesh", default="none,bundled", help="comma-separated variants: none, bundled")
     ap.add_argument("--frames", type=int, default=120)
+    ap.add_argument("--start", type=int, default=0, help="skip this many frames first (a long clip in parts)")
     ap.add_argument("--scale", type=float, default=4.0, help="upscale the clip (carphone is 176x144)")
     ap.add_argument("--out-dir", type=Path, default=Path("."))
     ap.add_argument("--judge-python", default=DEFAULT_JUDGE_PYTHON)
@@ -216,10 +222,11 @@ def main() -> int:
     if bad := [v for v in variants if v not in MESHES]:
         raise SystemExit(f"ERROR: unknown --mesh {bad}; choose from {sorted(MESHES)}")
     fps = cv2.VideoCapture(str(args.clip)).get(cv2.CAP_PROP_FPS) or 30.0
-    clip = read_clip(args.clip, args.frames, args.scale)
+    clip = read_clip(args.clip, args.frames, args.scale, args.start)
     source = read_image(args.source)
     load0 = os.getloadavg()
-    print(f"{args.clip.name}: {len(clip)} frames {clip[0].shape[1]}x{clip[0].shape[0]} (x{args.scale:g}), "
+    print(f"{args.clip.name}: {len(clip)} frames from {args.start}, {clip[0].shape[1]}x{clip[0].shape[0]} "
+          f"(x{args.scale:g}), "
           f"{os.cpu_count()} CPUs, load average {load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}")  # fmt: skip
     swapped = {v: swap_clip(v, clip, source, fps) for v in variants}
     # the judge looks inside the box where every variant swapped a face (the visitor's own box)
@@ -238,7 +245,8 @@ def main() -> int:
     print(f"judge: dlib 68-point; judge vs itself (input vs input): mouth r {pearson(mouth_in, mouth_in):.2f}, "
           f"eye r {pearson(eye_in, eye_in):.2f}; input mouth opening {np.nanmin(mouth_in):.2f}-"
           f"{np.nanmax(mouth_in):.2f}, eye {np.nanmin(eye_in):.2f}-{np.nanmax(eye_in):.2f}")  # fmt: skip
-    report: dict[str, object] = {"clip": str(args.clip), "frames": len(clip), "judged": n, "variants": {}}
+    report: dict[str, object] = {"clip": str(args.clip), "start": args.start, "frames": len(clip)}
+    report.update({"judged": n, "variants": {}})
     report["judge_noise"] = {"mouth_r": jit_mouth, "eye_r": jit_eye}
     report["input"] = {"mouth": _floats(mouth_in), "eye": _floats(eye_in)}  # per frame, null: not judged
     report["input_jittered"] = {"mouth": _floats(mouth_jit), "eye": _floats(eye_jit)}  # the judge's noise

@@ -57,3 +57,20 @@ def test_pearson_skips_missing_frames_and_refuses_flat_or_short_series() -> None
     assert bench.pearson(a, a * 2 + 1) == pytest.approx(1.0)
     assert np.isnan(bench.pearson(a, np.ones(5)))
     assert np.isnan(bench.pearson(np.array([1.0, 2.0]), np.array([1.0, 2.0])))
+
+
+def test_read_clip_starts_at_the_frame_asked_for(tmp_path: Path) -> None:
+    """``--start`` reads a long clip in parts: frame k of a part is frame start + k of the clip."""
+    import cv2
+
+    path = tmp_path / "counting.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 25.0, (32, 24))
+    for i in range(12):
+        writer.write(np.full((24, 32, 3), 20 * i, np.uint8))  # frame i is grey 20 i
+    writer.release()
+    part = bench.read_clip(path, frames=3, scale=2.0, start=5)
+    assert [f.shape for f in part] == [(48, 64, 3)] * 3
+    assert [round(float(f.mean()) / 20) for f in part] == [5, 6, 7]
+    assert len(bench.read_clip(path, frames=99, scale=1.0, start=10)) == 2
+    with pytest.raises(SystemExit, match="from frame 12"):
+        bench.read_clip(path, frames=3, scale=1.0, start=12)
