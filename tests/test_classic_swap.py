@@ -364,7 +364,10 @@ def test_the_headless_demo_shows_the_bundled_face_swapped_onto_the_visitor(
     screen = aligned(img)
     to_source = float((screen * aligned(read_image(DEMO / "source_face_fred_marshall_1961.jpg"))).mean())
     to_visitor = float((screen * aligned(read_image(DEMO / "visitor_eileen_collins_nasa.jpg"))).mean())
-    assert to_source > to_visitor + 0.1, (to_source, to_visitor)
+    # measured: synced 0.84 / 0.59 .. 0.81 / 0.67; live, whose shot can fall on a turned head with
+    # the visitor's open smile moved in, 0.73 / 0.65 at the closest; the visitor's own unswapped
+    # face, turning in the demo, 0.46-0.65 / 0.80-0.91
+    assert to_source > to_visitor + 0.05, (to_source, to_visitor)
 
 
 # -- the command line ---------------------------------------------------------------------------------
