@@ -2,6 +2,7 @@
 
     python benchmarks/classic_expression.py --clip PATH [--source PHOTO] [--mesh none,bundled]
         [--frames N] [--start N] [--scale 4] [--out-dir DIR] [--judge-python /tmp/judge/bin/python]
+    python benchmarks/classic_expression.py --pool DIR [DIR ...]
 
 Every frame of ``--clip`` (upscaled ``--scale`` times, cubic) goes through the kiosk's own classic
 swap (``SwapPipeline.from_config``: bundled YuNet, tracking, face mask, mean_std colour, the CPU
@@ -206,9 +207,48 @@ def strip(
     return np.asarray(np.vstack(lines))
 
 
+def _series(values: list[float | None]) -> NDArray[np.float64]:
+    return np.array([np.nan if v is None else v for v in values], np.float64)
+
+
+def pool(dirs: list[Path]) -> int:
+    """Pearson r over all the frames of the parts' ``expression.json`` (``--start`` runs of one
+    clip), per variant, and the share of frames closer to the source weighted by each part's
+    frames: the whole clip's figures, which the parts' own r can hide (each part has its own
+    range)."""
+    reports = []
+    for d in dirs:
+        path = d / "expression.json"
+        try:
+            reports.append(json.loads(path.read_text()))
+        except (OSError, ValueError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else f"not JSON ({exc})"
+            raise SystemExit(f"ERROR: {path}: {why}; run the benchmark with --out-dir {d} first") from None
+    mouth_in = np.concatenate([_series(r["input"]["mouth"]) for r in reports])
+    eye_in = np.concatenate([_series(r["input"]["eye"]) for r in reports])
+    starts = ", ".join(str(r.get("start", 0)) for r in reports)
+    print(f"{len(reports)} parts (from frames {starts}), {len(mouth_in)} frames, "
+          f"{int(np.isfinite(mouth_in).sum())} judged")  # fmt: skip
+    for v in reports[0]["variants"]:
+        if not all(v in r["variants"] for r in reports):
+            raise SystemExit(f"ERROR: variant {v!r} is missing from some of the parts")
+        parts = [r["variants"][v] for r in reports]
+        mouth = np.concatenate([_series(g["series"]["mouth"]) for g in parts])
+        eye = np.concatenate([_series(g["series"]["eye"]) for g in parts])
+        line = f"--mesh {v:7s}: mouth r {pearson(mouth_in, mouth):.2f}, eye r {pearson(eye_in, eye):.2f}"
+        if all("closer_to_source" in g for g in parts):
+            share = sum(g["closer_to_source"] * r["frames"] for g, r in zip(parts, reports, strict=True))
+            share /= sum(r["frames"] for r in reports)
+            line += f", closer to the source on {100 * share:.0f}% of frames"
+        print(line)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    ap.add_argument("--clip", type=Path, required=True, help="a filmed talking face (docs/classic-swap.md)")
+    ap.add_argument("--clip", type=Path, help="a filmed talking face (docs/classic-swap.md)")
+    ap.add_argument("--pool", type=Path, nargs="+", metavar="DIR",
+                    help="run nothing: pool the expression.json of these --out-dir parts of one clip")  # fmt: skip
     ap.add_argument("--source", type=Path, default=source_face_path(), help="the library photo")
     ap.add_argument("--mesh", default="none,bundled", help="comma-separated variants: none, bundled")
     ap.add_argument("--frames", type=int, default=120)
@@ -218,6 +258,10 @@ def main() -> int:
     ap.add_argument("--judge-python", default=DEFAULT_JUDGE_PYTHON)
     ap.add_argument("--recognizer", type=Path, default=RECOGNIZER, help="MobileFaceNet for identity")
     args = ap.parse_args()
+    if args.pool:
+        return pool(args.pool)
+    if args.clip is None:
+        ap.error("--clip PATH (or --pool DIR ...) is required")
     variants = [v.strip() for v in args.mesh.split(",") if v.strip()]
     if bad := [v for v in variants if v not in MESHES]:
         raise SystemExit(f"ERROR: unknown --mesh {bad}; choose from {sorted(MESHES)}")

@@ -74,3 +74,37 @@ def test_read_clip_starts_at_the_frame_asked_for(tmp_path: Path) -> None:
     assert len(bench.read_clip(path, frames=99, scale=1.0, start=10)) == 2
     with pytest.raises(SystemExit, match="from frame 12"):
         bench.read_clip(path, frames=3, scale=1.0, start=12)
+
+
+def _part(
+    tmp: Path, name: str, start: int, mouth_in: list[float], mouth_out: list[float], closer: float
+) -> Path:
+    d = tmp / name
+    d.mkdir()
+    n = len(mouth_in)
+    report = {
+        "start": start,
+        "frames": n,
+        "input": {"mouth": mouth_in, "eye": [0.3] * (n - 1) + [None]},
+        "variants": {
+            "bundled": {"closer_to_source": closer, "series": {"mouth": mouth_out, "eye": [0.3] * n}}
+        },
+    }
+    (d / "expression.json").write_text(__import__("json").dumps(report))
+    return d
+
+
+def test_pool_takes_r_over_all_the_parts_frames(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each part alone follows perfectly (r 1.0), but the second part's output is offset: the
+    whole clip's r is lower, and --pool says so; the closer-to-source share is frame-weighted."""
+    a = _part(tmp_path, "a", 0, [0.0, 0.1, 0.2, 0.3], [0.0, 0.1, 0.2, 0.3], 1.0)
+    b = _part(tmp_path, "b", 4, [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], [0.5, 0.6, 0.7, 0.8, 0.9, 1.0], 0.5)
+    assert bench.pool([a, b]) == 0
+    out = capsys.readouterr().out
+    x = np.array([0.0, 0.1, 0.2, 0.3] + [0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
+    y = np.array([0.0, 0.1, 0.2, 0.3] + [0.5, 0.6, 0.7, 0.8, 0.9, 1.0])
+    assert "2 parts (from frames 0, 4), 10 frames, 10 judged" in out
+    assert f"mouth r {bench.pearson(x, y):.2f}," in out and "mouth r 1.00" not in out
+    assert "closer to the source on 70% of frames" in out  # (4 * 1.0 + 6 * 0.5) / 10
+    with pytest.raises(SystemExit, match=r"nope.expression\.json: No such file"):
+        bench.pool([a, tmp_path / "nope"])
