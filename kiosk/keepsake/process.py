@@ -190,8 +190,7 @@ def _prime(mirror: StoreMirror, inbox: Any, timeout_s: float = START_TIMEOUT_S) 
             return False
         if message[0] == "primed":
             return True
-        if message[0] in ("add", "gone", "gone_tokens"):
-            mirror.apply(message)
+        mirror.apply(message)  # a store change; it ignores any other kind
 
 
 def _loop_answers(server: Any, timeout_s: float = 1.0) -> bool:
