@@ -289,8 +289,9 @@ def main() -> int:
     print(f"judge: dlib 68-point; judge vs itself (input vs input): mouth r {pearson(mouth_in, mouth_in):.2f}, "
           f"eye r {pearson(eye_in, eye_in):.2f}; input mouth opening {np.nanmin(mouth_in):.2f}-"
           f"{np.nanmax(mouth_in):.2f}, eye {np.nanmin(eye_in):.2f}-{np.nanmax(eye_in):.2f}")  # fmt: skip
-    report: dict[str, object] = {"clip": str(args.clip), "start": args.start, "frames": len(clip)}
-    report.update({"judged": n, "variants": {}})
+    report: dict[str, object] = {
+        "clip": str(args.clip), "start": args.start, "frames": len(clip), "judged": n, "variants": {}
+    }  # fmt: skip
     report["judge_noise"] = {"mouth_r": jit_mouth, "eye_r": jit_eye}
     report["input"] = {"mouth": _floats(mouth_in), "eye": _floats(eye_in)}  # per frame, null: not judged
     report["input_jittered"] = {"mouth": _floats(mouth_jit), "eye": _floats(eye_jit)}  # the judge's noise
